@@ -1,0 +1,172 @@
+//! `SpawnPlan`: what a backend decided to run, as plain data.
+//!
+//! A plan is everything needed to start the sandboxed task and nothing that needs the OS to
+//! describe: the program and argv, the complete environment, the working directory, the
+//! payloads handed to the child on numbered file descriptors (a seccomp program, a seatbelt
+//! profile, the supervisor's instructions), the bridges to start and the host paths the
+//! runner must create before and remove after. It prints as JSON (`paddock plan --json`), so
+//! what is enforced is visible and snapshot-tested on every OS.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::path::{AbsPathBuf, serialize_os_str, serialize_os_strings};
+
+/// A plan to start one sandboxed task.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct SpawnPlan {
+    /// The backend that made it.
+    pub backend: &'static str,
+    /// The program to execute, by absolute path (never looked up in `PATH` at spawn time).
+    pub program: AbsPathBuf,
+    /// argv, including argv\[0\].
+    #[serde(serialize_with = "serialize_os_strings")]
+    pub argv: Vec<OsString>,
+    /// The complete environment of the spawned program (it starts from an empty one).
+    #[serde(serialize_with = "serialize_env_pairs")]
+    pub env: Vec<(OsString, OsString)>,
+    /// The working directory to spawn in (on the host).
+    pub cwd: AbsPathBuf,
+    /// Data handed to the child on file descriptors; every other descriptor is closed.
+    pub payloads: Vec<Payload>,
+    /// Where the child gets the read end of the runner's signal pipe, if the plan has a
+    /// supervisor: the runner writes one byte per polite signal (the signal number) and the
+    /// supervisor signals the task's process group with it.
+    pub signal_fd: Option<i32>,
+    /// Bridges the runner starts before the task and stops after it.
+    pub bridges: Vec<BridgeSpec>,
+    /// Host paths the runner creates before the spawn and removes after the task, in order
+    /// (mount points for protected names that do not exist yet).
+    pub placeholders: Vec<Placeholder>,
+    /// Notes for the user about how the policy is enforced (weaker walls, dropped grants).
+    pub diagnostics: Vec<String>,
+}
+
+/// Bytes the child reads from a numbered file descriptor.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Payload {
+    /// What it is, for people (`bwrap-args`, `supervisor`, `seccomp-bpf`).
+    pub name: String,
+    /// The descriptor number in the child.
+    pub fd: i32,
+    /// The bytes.
+    #[serde(serialize_with = "serialize_payload")]
+    pub bytes: Vec<u8>,
+}
+
+/// A relay between the host and the sandbox, started by the runner.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum BridgeSpec {
+    /// Host `127.0.0.1:port` accepts connections and relays them to the task's loopback
+    /// port through a unix socket in the runtime dir (`allow.local-ports`).
+    Inbound {
+        /// The port on both sides.
+        port: u16,
+        /// The unix socket (in the runtime dir) the in-sandbox end serves.
+        socket: AbsPathBuf,
+    },
+    /// The task's `127.0.0.1:port` reaches the host's `127.0.0.1:port` (`allow.host-ports`).
+    Outbound {
+        /// The port on both sides.
+        port: u16,
+        /// The unix socket (in the runtime dir) the host end serves.
+        socket: AbsPathBuf,
+    },
+    /// The egress proxy for a domain list, served on a unix socket and exposed in the task
+    /// on `127.0.0.1:port`.
+    Proxy {
+        /// The loopback port inside the task.
+        port: u16,
+        /// The unix socket (in the runtime dir) the proxy serves.
+        socket: AbsPathBuf,
+    },
+}
+
+/// A host path created for the task's lifetime only.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Placeholder {
+    /// The path.
+    pub path: AbsPathBuf,
+    /// Directory or empty file.
+    pub dir: bool,
+}
+
+/// A task: what to run, where.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Task {
+    /// The program as given (looked up in `PATH` inside the sandbox when it has no `/`).
+    #[serde(serialize_with = "serialize_os_str")]
+    pub program: OsString,
+    /// Its arguments.
+    #[serde(serialize_with = "serialize_os_strings")]
+    pub args: Vec<OsString>,
+    /// The working directory (canonical).
+    pub cwd: AbsPathBuf,
+    /// The task's runtime directory: sockets, lock file, private tmp. Short, so that socket
+    /// paths fit in 108 bytes.
+    pub runtime_dir: AbsPathBuf,
+}
+
+/// Facts about the host a backend plans from, collected by the platform crate's probe.
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct HostFacts {
+    /// bubblewrap's absolute path, if found.
+    pub bwrap: Option<PathBuf>,
+    /// bubblewrap's version, `(major, minor, patch)`.
+    pub bwrap_version: Option<(u32, u32, u32)>,
+    /// strace's absolute path, if found.
+    pub strace: Option<PathBuf>,
+    /// Whether strace knows `--seccomp-bpf`.
+    pub strace_seccomp_bpf: bool,
+    /// The absolute path of the paddock executable (re-executed as the supervisor).
+    pub self_exe: Option<PathBuf>,
+    /// Whether a fresh `/proc` can be mounted in a new pid namespace.
+    pub fresh_proc: bool,
+    /// Whether user namespaces can be created.
+    pub user_namespaces: bool,
+    /// The effective uid of the runner.
+    pub uid: u32,
+    /// `/usr/bin/sandbox-exec` exists (macOS).
+    pub sandbox_exec: bool,
+}
+
+fn serialize_env_pairs<S: serde::Serializer>(
+    env: &[(OsString, OsString)],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    struct Key<'a>(&'a OsString);
+    impl Serialize for Key<'_> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            s.collect_str(&crate::path::DisplayBytes(self.0))
+        }
+    }
+    struct Val<'a>(&'a OsString);
+    impl Serialize for Val<'_> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            serialize_os_str(self.0, s)
+        }
+    }
+    let mut map = s.serialize_map(Some(env.len()))?;
+    for (k, v) in env {
+        map.serialize_entry(&Key(k), &Val(v))?;
+    }
+    map.end()
+}
+
+/// Payloads print as text when they are UTF-8 (argv files, JSON, SBPL) and as a byte count
+/// otherwise (a BPF program), so that a printed plan stays readable.
+fn serialize_payload<S: serde::Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => s.serialize_str(&text.replace('\0', "\u{2400}")),
+        Err(_) => s.serialize_str(&format!("<{} bytes>", bytes.len())),
+    }
+}

@@ -1,0 +1,126 @@
+//! `Violation`: one kind of thing the task was denied, with how often.
+//!
+//! Backends and tracers produce violations; [`ViolationSet`] deduplicates them with a count;
+//! [`ReportFilter`](crate::ReportFilter) decides which are shown. The JSON shape is a contract
+//! used outside this repo (`paddock run --report FILE`).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Serialize, Serializer};
+
+use crate::path::serialize_os_str;
+
+/// What kind of access was denied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ViolationKind {
+    /// Reading, listing or executing a hidden path.
+    Read,
+    /// Creating, changing or removing a read-only path.
+    Write,
+    /// A connection to a destination the policy does not grant.
+    Network,
+    /// Creating or connecting a unix-domain socket.
+    UnixSocket,
+    /// macOS: a mach service lookup.
+    MachLookup,
+    /// macOS: a system-information read.
+    SystemInfo,
+}
+
+impl ViolationKind {
+    /// The config key that would allow this kind of access.
+    pub fn allow_key(self) -> &'static str {
+        match self {
+            ViolationKind::Read => "allow.read",
+            ViolationKind::Write => "allow.write",
+            ViolationKind::Network => "allow.network",
+            ViolationKind::UnixSocket => "allow.unix-sockets",
+            ViolationKind::MachLookup => "allow.mach-lookup",
+            ViolationKind::SystemInfo => "allow.system-info",
+        }
+    }
+}
+
+/// One denied access. `count` says how many times the same access was denied.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct Violation {
+    /// What kind of access.
+    pub kind: ViolationKind,
+    /// The path, canonicalized where it could be, for file and socket denials.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "serialize_opt_path")]
+    pub path: Option<PathBuf>,
+    /// The destination (`host:port`) or service name, for network and mach denials.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// The system call that was refused, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub syscall: Option<String>,
+    /// The errno name (`EACCES`), when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub errno: Option<String>,
+    /// How many times.
+    pub count: u64,
+}
+
+fn serialize_opt_path<S: Serializer>(path: &Option<PathBuf>, s: S) -> Result<S::Ok, S::Error> {
+    match path {
+        Some(p) => serialize_os_str(p.as_os_str(), s),
+        None => s.serialize_none(),
+    }
+}
+
+/// Violations deduplicated by everything but the count, in a stable order.
+#[derive(Clone, Debug, Default)]
+pub struct ViolationSet {
+    seen: BTreeMap<ViolationKey, u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct ViolationKey {
+    kind: ViolationKind,
+    path: Option<PathBuf>,
+    target: Option<String>,
+    syscall: Option<String>,
+    errno: Option<String>,
+}
+
+impl ViolationSet {
+    /// An empty set.
+    pub fn new() -> ViolationSet {
+        ViolationSet::default()
+    }
+
+    /// Adds a violation, merging it with an equal one.
+    pub fn add(&mut self, v: Violation) {
+        let key = ViolationKey {
+            kind: v.kind,
+            path: v.path,
+            target: v.target,
+            syscall: v.syscall,
+            errno: v.errno,
+        };
+        *self.seen.entry(key).or_insert(0) += v.count.max(1);
+    }
+
+    /// Whether nothing was added.
+    pub fn is_empty(&self) -> bool {
+        self.seen.is_empty()
+    }
+
+    /// The violations, sorted by kind, then path or target.
+    pub fn into_vec(self) -> Vec<Violation> {
+        self.seen
+            .into_iter()
+            .map(|(k, count)| Violation {
+                kind: k.kind,
+                path: k.path,
+                target: k.target,
+                syscall: k.syscall,
+                errno: k.errno,
+                count,
+            })
+            .collect()
+    }
+}
