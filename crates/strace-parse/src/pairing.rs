@@ -1,0 +1,354 @@
+//! The parser proper: turns lines into [`Record`]s, pairing each `<unfinished ...>` with its
+//! `<... NAME resumed>` by pid (a thread has at most one call in flight).
+//!
+//! Memory is bounded by what is in flight: one pending entry per thread that is inside a call,
+//! capped at [`MAX_PENDING`], plus at most one held line prefix for strace's stderr splice.
+//! Nothing else survives a line.
+//!
+//! Two strace quirks are handled here because they span lines:
+//! - `-Z` (`--failed-only`) in strace 6.1 prints the second half of a split call without pid,
+//!   timestamp or `resumed` tag; such a line belongs to the latest `<unfinished ...>`.
+//! - Without `-o`, strace writes `strace: Process N attached` into the middle of another
+//!   line; the message is cut out and the two halves of the line are joined.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use crate::error::{Error, PidText};
+use crate::event::{Event, EventKind, Record, Return, Syscall, Timestamp};
+use crate::line::{self, Body, Line};
+
+/// The most calls kept in flight at once; beyond it the oldest is given up (with a diagnostic).
+pub const MAX_PENDING: usize = 1 << 16;
+
+/// The first half of a split call, waiting for its resume.
+#[derive(Debug)]
+struct Pending {
+    name: String,
+    args: Vec<u8>,
+    line: u64,
+    timestamp: Option<Timestamp>,
+}
+
+/// A push parser: feed it lines, collect records. [`crate::parse_slice`] and
+/// [`crate::parse_reader`] drive one for you.
+#[derive(Debug, Default)]
+pub struct Parser {
+    pending: HashMap<Option<u32>, Pending>,
+    /// The pid of the latest `<unfinished ...>` line, for `-Z` continuation lines.
+    last_unfinished: Option<Option<u32>>,
+    /// The pid for lines without a pid column (a `-ff` file).
+    default_pid: Option<u32>,
+    /// The start of a line that strace interrupted with a message of its own.
+    carry: Option<Vec<u8>>,
+    line: u64,
+    /// Spare buffers of finished pending calls, reused to keep pairing allocation-free.
+    spare: Vec<Vec<u8>>,
+}
+
+impl Parser {
+    /// A parser for a `-f` log (or any log with a pid column, or none).
+    pub fn new() -> Self {
+        Parser::default()
+    }
+
+    /// Lines without a pid column are attributed to `pid` (the tid of a `-ff` file).
+    pub fn with_pid(mut self, pid: u32) -> Self {
+        self.default_pid = Some(pid);
+        self
+    }
+
+    /// The number of lines fed so far.
+    pub fn lines(&self) -> u64 {
+        self.line
+    }
+
+    /// Parses one line (without its `\n`), appending what it yields to `out`.
+    pub fn push_line<'a>(&mut self, line: &'a [u8], out: &mut Vec<Record<'a>>) {
+        self.line += 1;
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if let Some(mut joined) = self.carry.take() {
+            joined.extend_from_slice(line);
+            let mut owned = Vec::new();
+            self.push_whole(&joined, &mut owned);
+            for r in owned {
+                out.push(r.into_owned());
+            }
+            return;
+        }
+        self.push_whole(line, out);
+    }
+
+    /// Flushes the calls still in flight at the end of the log: each becomes an event with
+    /// [`Return::Unfinished`] and an [`Error::Unresumed`] diagnostic.
+    pub fn finish<'a>(&mut self, out: &mut Vec<Record<'a>>) {
+        if let Some(carry) = self.carry.take() {
+            let mut owned = Vec::new();
+            self.push_whole(&carry, &mut owned);
+            for r in owned {
+                out.push(r.into_owned());
+            }
+        }
+        let mut left: Vec<_> = self.pending.drain().collect();
+        left.sort_by_key(|(_, p)| p.line);
+        for (pid, p) in left {
+            Self::give_up(pid, p, out);
+        }
+        self.last_unfinished = None;
+    }
+
+    fn push_whole<'a>(&mut self, line: &'a [u8], out: &mut Vec<Record<'a>>) {
+        if self.split_off_message(line, out) {
+            return;
+        }
+        match line::parse(line) {
+            Ok(parsed) => self.on_line(parsed, out),
+            Err(reason) => {
+                if !self.try_continuation(line, out) {
+                    out.push(Record::Diagnostic(Error::malformed(self.line, reason, line)));
+                }
+            }
+        }
+    }
+
+    /// strace's stderr output can end a partial line with `strace: Process N attached`; the
+    /// line goes on at the start of the next one. Emits the message and keeps the start.
+    fn split_off_message<'a>(&mut self, line: &'a [u8], out: &mut Vec<Record<'a>>) -> bool {
+        if !(line.ends_with(b" attached") || line.ends_with(b" detached")) {
+            return false;
+        }
+        let Some(at) = memchr::memmem::rfind(line, b"strace: Process ") else { return false };
+        if at == 0 || !line[at + 16..].iter().take_while(|c| c.is_ascii_digit()).any(|_| true) {
+            return false;
+        }
+        out.push(Record::Event(Event {
+            line: self.line,
+            pid: None,
+            timestamp: None,
+            kind: EventKind::StraceMessage { text: Cow::Borrowed(&line[at + 8..]) },
+        }));
+        self.carry = Some(line[..at].to_vec());
+        true
+    }
+
+    /// A `-Z` continuation: the rest of the latest unfinished call, with no prefix at all.
+    fn try_continuation<'a>(&mut self, line: &'a [u8], out: &mut Vec<Record<'a>>) -> bool {
+        let Some(pid) = self.last_unfinished else { return false };
+        if !self.pending.contains_key(&pid) {
+            return false;
+        }
+        let Some((args, tail)) = split_rest(line) else { return false };
+        let Ok(tail) = line::parse_tail(tail) else { return false };
+        let Some(p) = self.pending.remove(&pid) else { return false };
+        self.last_unfinished = None;
+        let event = self.join(pid, None, p, args, tail);
+        out.push(Record::Event(event));
+        true
+    }
+
+    fn on_line<'a>(&mut self, parsed: Line<'a>, out: &mut Vec<Record<'a>>) {
+        let pid = parsed.pid.or(self.default_pid);
+        let line = self.line;
+        let event = |kind| Record::Event(Event { line, pid, timestamp: parsed.timestamp, kind });
+        match parsed.body {
+            Body::Call { name, args, tail } => out.push(event(EventKind::Syscall(Syscall {
+                name: Cow::Borrowed(name),
+                args: Cow::Borrowed(args),
+                ret: tail.ret,
+                duration: tail.duration,
+                start_line: line,
+                split: false,
+                orphan: false,
+            }))),
+            Body::Unfinished { name, args } => {
+                if let Some(old) = self.pending.remove(&pid) {
+                    Self::give_up(pid, old, out);
+                }
+                if self.pending.len() >= MAX_PENDING {
+                    self.evict_oldest(out);
+                }
+                let mut buf = self.spare.pop().unwrap_or_default();
+                buf.clear();
+                buf.extend_from_slice(args);
+                let p =
+                    Pending { name: name.to_owned(), args: buf, line, timestamp: parsed.timestamp };
+                self.pending.insert(pid, p);
+                self.last_unfinished = Some(pid);
+            }
+            Body::Detached { name, args } => out.push(event(EventKind::Syscall(Syscall {
+                name: Cow::Borrowed(name),
+                args: Cow::Borrowed(args.strip_suffix(b" ").unwrap_or(args)),
+                ret: Return::Detached,
+                duration: None,
+                start_line: line,
+                split: false,
+                orphan: false,
+            }))),
+            Body::Resumed { name, rest } => self.on_resumed(pid, parsed.timestamp, name, rest, out),
+            Body::Signal { signal, info } => out.push(event(EventKind::Signal {
+                signal: Cow::Borrowed(signal),
+                info: Cow::Borrowed(info),
+            })),
+            Body::Stopped { signal } => {
+                out.push(event(EventKind::Stopped { signal: Cow::Borrowed(signal) }))
+            }
+            Body::Exited { code } => {
+                self.on_exit(pid, out);
+                out.push(event(EventKind::Exited { code }));
+            }
+            Body::Killed { signal, core_dumped } => {
+                self.on_exit(pid, out);
+                out.push(event(EventKind::Killed { signal: Cow::Borrowed(signal), core_dumped }));
+            }
+            Body::Superseded { by } => {
+                // The execve'ing thread takes over this pid: its call resumes under it.
+                self.on_exit(pid, out);
+                if let Some(p) = self.pending.remove(&Some(by)) {
+                    self.pending.insert(pid, p);
+                }
+                out.push(event(EventKind::Superseded { by }));
+            }
+            Body::Message { text } => {
+                out.push(event(EventKind::StraceMessage { text: Cow::Borrowed(text) }))
+            }
+            Body::Note { text } => out.push(event(EventKind::Note { text: Cow::Borrowed(text) })),
+        }
+    }
+
+    fn on_resumed<'a>(
+        &mut self,
+        pid: Option<u32>,
+        timestamp: Option<Timestamp>,
+        name: &'a str,
+        rest: &'a [u8],
+        out: &mut Vec<Record<'a>>,
+    ) {
+        let Some((args, tail)) = split_rest(rest) else {
+            out.push(Record::Diagnostic(Error::malformed(
+                self.line,
+                "no `)` after the resume",
+                rest,
+            )));
+            return;
+        };
+        let tail = match line::parse_tail(tail) {
+            Ok(t) => t,
+            Err(reason) => {
+                out.push(Record::Diagnostic(Error::malformed(self.line, reason, rest)));
+                return;
+            }
+        };
+        match self.pending.remove(&pid) {
+            Some(p) if p.name == name => {
+                if self.last_unfinished == Some(pid) {
+                    self.last_unfinished = None;
+                }
+                let event = self.join(pid, timestamp, p, args, tail);
+                out.push(Record::Event(event));
+            }
+            other => {
+                if let Some(p) = other {
+                    Self::give_up(pid, p, out);
+                }
+                out.push(Record::Diagnostic(Error::OrphanResume {
+                    line: self.line,
+                    pid: PidText(pid),
+                    syscall: name.to_owned(),
+                }));
+                out.push(Record::Event(Event {
+                    line: self.line,
+                    pid,
+                    timestamp,
+                    kind: EventKind::Syscall(Syscall {
+                        name: Cow::Borrowed(name),
+                        args: Cow::Borrowed(args),
+                        ret: tail.ret,
+                        duration: tail.duration,
+                        start_line: self.line,
+                        split: true,
+                        orphan: true,
+                    }),
+                }));
+            }
+        }
+    }
+
+    /// Joins a pending start with the rest of its arguments and its outcome.
+    fn join<'a>(
+        &mut self,
+        pid: Option<u32>,
+        timestamp: Option<Timestamp>,
+        p: Pending,
+        args: &[u8],
+        tail: line::Tail<'a>,
+    ) -> Event<'a> {
+        let mut joined = Vec::with_capacity(p.args.len() + args.len());
+        joined.extend_from_slice(&p.args);
+        joined.extend_from_slice(args);
+        self.spare.push(p.args);
+        Event {
+            line: self.line,
+            pid,
+            timestamp: p.timestamp.or(timestamp),
+            kind: EventKind::Syscall(Syscall {
+                name: Cow::Owned(p.name),
+                args: Cow::Owned(joined),
+                ret: tail.ret,
+                duration: tail.duration,
+                start_line: p.line,
+                split: true,
+                orphan: false,
+            }),
+        }
+    }
+
+    /// A process ended: a call of it still in flight will never resume.
+    fn on_exit<'a>(&mut self, pid: Option<u32>, out: &mut Vec<Record<'a>>) {
+        if let Some(p) = self.pending.remove(&pid) {
+            Self::give_up(pid, p, out);
+        }
+    }
+
+    fn evict_oldest<'a>(&mut self, out: &mut Vec<Record<'a>>) {
+        let oldest = self.pending.iter().min_by_key(|(_, p)| p.line).map(|(pid, _)| *pid);
+        if let Some(pid) = oldest
+            && let Some(p) = self.pending.remove(&pid)
+        {
+            out.push(Record::Diagnostic(Error::TooManyPending {
+                line: p.line,
+                limit: MAX_PENDING,
+            }));
+            Self::give_up(pid, p, out);
+        }
+    }
+
+    /// Reports a call that will never resume: a diagnostic plus an event, so the attempt and
+    /// its arguments are not lost.
+    fn give_up<'a>(pid: Option<u32>, p: Pending, out: &mut Vec<Record<'a>>) {
+        out.push(Record::Diagnostic(Error::Unresumed {
+            line: p.line,
+            pid: PidText(pid),
+            syscall: p.name.clone(),
+        }));
+        out.push(Record::Event(Event {
+            line: p.line,
+            pid,
+            timestamp: p.timestamp,
+            kind: EventKind::Syscall(Syscall {
+                name: Cow::Owned(p.name),
+                args: Cow::Owned(p.args),
+                ret: Return::Unfinished,
+                duration: None,
+                start_line: p.line,
+                split: true,
+                orphan: false,
+            }),
+        }));
+    }
+}
+
+/// Splits the text after a resume point into the remaining arguments and what follows `)`.
+fn split_rest(rest: &[u8]) -> Option<(&[u8], &[u8])> {
+    let close = crate::scan::find_close_paren(rest, 0, 1)?;
+    Some((&rest[..close], &rest[close + 1..]))
+}

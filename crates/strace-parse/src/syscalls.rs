@@ -1,0 +1,134 @@
+//! Which arguments of which syscalls are paths, dirfds, socket addresses and flags.
+//!
+//! This is the only syscall-specific knowledge in the crate. A call missing from the table
+//! still parses and still counts as failed; it just has no paths (strings such as `write`
+//! buffers or `getxattr` names are not file names, so guessing from quotes would be wrong).
+
+use crate::args::{Arg, FdArg, StrArg};
+use crate::event::{Return, Syscall};
+
+/// A path argument: its role (named as in the man page), its index, and the index of the
+/// dirfd it is relative to.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PathSpec {
+    pub role: &'static str,
+    pub path: usize,
+    pub dirfd: Option<usize>,
+}
+
+/// What the table knows about one syscall.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct CallSpec {
+    pub paths: &'static [PathSpec],
+    /// The argument holding the socket address whose `sun_path` is a path.
+    pub sockaddr: Option<usize>,
+    /// The argument holding the call's flags or mode (`O_RDONLY|O_CLOEXEC`, `R_OK`).
+    pub flags: Option<usize>,
+}
+
+const fn p(role: &'static str, path: usize) -> PathSpec {
+    PathSpec { role, path, dirfd: None }
+}
+
+const fn at(role: &'static str, dirfd: usize, path: usize) -> PathSpec {
+    PathSpec { role, path, dirfd: Some(dirfd) }
+}
+
+const PATHNAME: &[PathSpec] = &[p("pathname", 0)];
+const PATH: &[PathSpec] = &[p("path", 0)];
+const AT_PATHNAME: &[PathSpec] = &[at("pathname", 0, 1)];
+const OLD_NEW: &[PathSpec] = &[p("oldpath", 0), p("newpath", 1)];
+const AT_OLD_NEW: &[PathSpec] = &[at("oldpath", 0, 1), at("newpath", 2, 3)];
+const TARGET: &[PathSpec] = &[p("target", 0)];
+const SYMLINK: &[PathSpec] = &[p("target", 0), p("linkpath", 1)];
+const SYMLINKAT: &[PathSpec] = &[p("target", 0), at("linkpath", 1, 2)];
+const MOVE_MOUNT: &[PathSpec] = &[at("from_pathname", 0, 1), at("to_pathname", 2, 3)];
+const MOUNT: &[PathSpec] = &[p("source", 0), p("target", 1)];
+const SECOND: &[PathSpec] = &[p("pathname", 1)];
+const FANOTIFY: &[PathSpec] = &[at("pathname", 3, 4)];
+const QUOTACTL: &[PathSpec] = &[p("special", 1)];
+
+const fn spec(paths: &'static [PathSpec], flags: Option<usize>) -> CallSpec {
+    CallSpec { paths, sockaddr: None, flags }
+}
+
+const fn net(sockaddr: usize) -> CallSpec {
+    CallSpec { paths: &[], sockaddr: Some(sockaddr), flags: None }
+}
+
+/// The table. Names are those strace prints on Linux (x86_64 and the generic ABI).
+pub(crate) fn lookup(name: &str) -> Option<CallSpec> {
+    Some(match name {
+        "open" | "creat" => spec(PATHNAME, Some(1)),
+        "access" => spec(PATHNAME, Some(1)),
+        "stat" | "lstat" | "stat64" | "lstat64" | "chdir" | "chroot" | "rmdir" | "unlink"
+        | "readlink" | "uselib" | "swapoff" | "acct" | "statfs" | "statfs64" | "utime"
+        | "utimes" | "oldstat" | "oldlstat" => spec(PATHNAME, None),
+        "mkdir" | "chmod" | "mknod" | "swapon" => spec(PATHNAME, Some(1)),
+        "chown" | "lchown" | "chown32" | "lchown32" | "truncate" | "truncate64" => {
+            spec(PATHNAME, None)
+        }
+        "umount" | "umount2" => spec(TARGET, Some(1)),
+        "execve" => spec(PATHNAME, None),
+        "getxattr" | "lgetxattr" | "setxattr" | "lsetxattr" | "listxattr" | "llistxattr"
+        | "removexattr" | "lremovexattr" => spec(PATH, None),
+        "openat" => spec(AT_PATHNAME, Some(2)),
+        "openat2" => spec(AT_PATHNAME, Some(2)),
+        "newfstatat" | "fstatat64" | "utimensat" => spec(AT_PATHNAME, Some(3)),
+        "statx" | "unlinkat" | "open_tree" | "fspick" => spec(AT_PATHNAME, Some(2)),
+        "faccessat" | "fchmodat" | "mkdirat" | "mknodat" => spec(AT_PATHNAME, Some(2)),
+        "faccessat2" | "fchmodat2" => spec(AT_PATHNAME, Some(2)),
+        "fchownat" => spec(AT_PATHNAME, Some(4)),
+        "readlinkat" | "futimesat" | "name_to_handle_at" | "mount_setattr" => {
+            spec(AT_PATHNAME, None)
+        }
+        "execveat" => spec(AT_PATHNAME, Some(4)),
+        "getxattrat" | "setxattrat" | "listxattrat" | "removexattrat" => spec(AT_PATHNAME, Some(2)),
+        "rename" | "link" | "pivot_root" => spec(OLD_NEW, None),
+        "symlink" => spec(SYMLINK, None),
+        "symlinkat" => spec(SYMLINKAT, None),
+        "renameat" => spec(AT_OLD_NEW, None),
+        "renameat2" | "linkat" => spec(AT_OLD_NEW, Some(4)),
+        "move_mount" => spec(MOVE_MOUNT, Some(4)),
+        "mount" => spec(MOUNT, Some(3)),
+        "inotify_add_watch" => spec(SECOND, Some(2)),
+        "fanotify_mark" => spec(FANOTIFY, Some(1)),
+        "quotactl" => spec(QUOTACTL, Some(0)),
+        "connect" | "bind" => net(1),
+        "sendto" => net(4),
+        "sendmsg" | "recvmsg" => net(1),
+        _ => return None,
+    })
+}
+
+/// A change of working directory, as a classifier tracking each process's cwd needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CwdChange {
+    /// A successful `chdir(path)` (relative paths resolve against the previous cwd).
+    Path(StrArg),
+    /// A successful `fchdir(fd)`; with `-y` the fd carries the directory's path.
+    Fd(FdArg),
+}
+
+impl Syscall<'_> {
+    /// The cwd change this call made, if it is a successful `chdir` or `fchdir`.
+    ///
+    /// The cwd is per process unless shared by `CLONE_FS`; which tasks share it is the
+    /// classifier's business, read from the `clone` events.
+    pub fn cwd_change(&self) -> Option<CwdChange> {
+        if !matches!(self.ret, Return::Value(_)) {
+            return None;
+        }
+        let first = self.args().next()?;
+        match &*self.name {
+            "chdir" => first.as_str().map(CwdChange::Path),
+            "fchdir" => first.as_fd().map(CwdChange::Fd),
+            _ => None,
+        }
+    }
+}
+
+/// The `n`th argument of a list already split.
+pub(crate) fn nth<'a>(args: &[Arg<'a>], n: usize) -> Option<Arg<'a>> {
+    args.get(n).copied()
+}
