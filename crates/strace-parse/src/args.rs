@@ -61,6 +61,9 @@ pub struct FdArg {
     pub fd: Fd,
     /// The decoded decoration: a path (`/etc`), or `socket:[123]`, `UDP:[1110456]`, `pipe:[7]`.
     pub decoration: Option<Vec<u8>>,
+    /// What `-yy` adds inside the decoration after a path, decoded: `char 1:3` for
+    /// `3</dev/null<char 1:3>>`.
+    pub detail: Option<Vec<u8>>,
 }
 
 /// A descriptor number or `AT_FDCWD`.
@@ -158,17 +161,23 @@ impl<'a> Arg<'a> {
                 n => Fd::Num(n),
             }
         };
-        let decoration = match lt {
-            None => None,
-            Some(lt) => {
-                let end = scan::skip_decoration(text, lt)?;
-                if end != text.len() {
-                    return None;
-                }
-                Some(quote::decode(&text[lt + 1..end - 1]))
+        let (mut decoration, mut detail) = (None, None);
+        if let Some(lt) = lt {
+            let end = scan::skip_decoration(text, lt)?;
+            if end != text.len() {
+                return None;
             }
-        };
-        Some(FdArg { fd, decoration })
+            let inner = &text[lt + 1..end - 1];
+            // A path's own `<` is printed `\74`, so a raw `<` opens the `-yy` detail.
+            match memchr::memchr(b'<', inner) {
+                Some(nested) if inner.ends_with(b">") => {
+                    decoration = Some(quote::decode(&inner[..nested]));
+                    detail = Some(quote::decode(&inner[nested + 1..inner.len() - 1]));
+                }
+                _ => decoration = Some(quote::decode(inner)),
+            }
+        }
+        Some(FdArg { fd, decoration, detail })
     }
 
     /// For a struct argument (`{sa_family=AF_UNIX, sun_path="/x"}`), the value of a field,
@@ -231,7 +240,7 @@ mod tests {
         let a = args(r#"AT_FDCWD</tmp/w>, "/x\"y"..., O_RDONLY|O_CLOEXEC, 0644"#);
         assert_eq!(
             a[0].as_fd(),
-            Some(FdArg { fd: Fd::AtFdcwd, decoration: Some(b"/tmp/w".to_vec()) })
+            Some(FdArg { fd: Fd::AtFdcwd, decoration: Some(b"/tmp/w".to_vec()), detail: None })
         );
         assert_eq!(a[1].as_str(), Some(StrArg { bytes: b"/x\"y".to_vec(), truncated: true }));
         assert_eq!(a[2].as_flags(), Some(vec!["O_RDONLY", "O_CLOEXEC"]));
@@ -243,7 +252,12 @@ mod tests {
     #[test]
     fn raw_and_verbose_forms() {
         let a = args("-100 /* AT_FDCWD */, 0 /* O_RDONLY */, 5<UNIX-STREAM:[1110392]>, 0x10");
-        assert_eq!(a[0].as_fd(), Some(FdArg { fd: Fd::AtFdcwd, decoration: None }));
+        assert_eq!(a[0].as_fd(), Some(FdArg { fd: Fd::AtFdcwd, decoration: None, detail: None }));
+        let null = Arg::new(b"3</dev/null<char 1:3>>").as_fd().unwrap();
+        assert_eq!(
+            (null.decoration.unwrap(), null.detail.unwrap()),
+            (b"/dev/null".to_vec(), b"char 1:3".to_vec())
+        );
         assert_eq!(a[1].as_flags(), Some(vec!["0"]));
         assert_eq!(
             a[2].as_fd().and_then(|f| f.decoration),

@@ -150,6 +150,12 @@ impl Parser {
         let pid = parsed.pid.or(self.default_pid);
         let line = self.line;
         let event = |kind| Record::Event(Event { line, pid, timestamp: parsed.timestamp, kind });
+        // A thread making a new call has left its previous one for good.
+        if matches!(parsed.body, Body::Call { .. } | Body::Detached { .. })
+            && let Some(old) = self.pending.remove(&pid)
+        {
+            Self::give_up(pid, old, out);
+        }
         match parsed.body {
             Body::Call { name, args, tail } => out.push(event(EventKind::Syscall(Syscall {
                 name: Cow::Borrowed(name),

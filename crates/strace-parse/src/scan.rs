@@ -121,7 +121,9 @@ impl<'a> Iterator for SplitTopLevel<'a> {
     fn next(&mut self) -> Option<&'a [u8]> {
         let s = self.rest?;
         let end = top_level_find(s, |c| c == b',').unwrap_or(s.len());
-        self.rest = if end < s.len() { Some(&s[end + 1..]) } else { None };
+        // Nothing after the last comma means the list was cut (`f(a,  <detached ...>`).
+        self.rest =
+            if end < s.len() { Some(trim(&s[end + 1..])).filter(|r| !r.is_empty()) } else { None };
         Some(trim(&s[..end]))
     }
 }
@@ -207,5 +209,6 @@ mod tests {
             [r"AT_FDCWD</a,b>", r#""x, \"y""#, "{a=1, b=[2, 3]}", "f(1, 2) /* c, d */", "0"]
         );
         assert!(split("  ").is_empty());
+        assert_eq!(split("a, {b},  "), ["a", "{b}"]);
     }
 }

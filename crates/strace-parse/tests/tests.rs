@@ -5,3 +5,5 @@
 
 // Every case of the shared strace corpus, through the `denials` example's own code.
 mod corpus;
+// `test_data/` inputs rendered to blessed `.txt` files.
+mod golden;
