@@ -18,5 +18,10 @@ pub trait Backend {
     /// backend that cannot enforce part of the policy refuses; it never plans weaker walls
     /// unless the policy allows it (`weaker-when-nested`), and then it says so in the
     /// plan's diagnostics.
-    fn plan(&self, policy: &ResolvedPolicy, task: &Task, facts: &HostFacts) -> Result<SpawnPlan, Error>;
+    fn plan(
+        &self,
+        policy: &ResolvedPolicy,
+        task: &Task,
+        facts: &HostFacts,
+    ) -> Result<SpawnPlan, Error>;
 }

@@ -85,11 +85,38 @@ pub struct DomainPattern {
 /// single label, such as `*.com`, is refused as well). Not the whole public-suffix list: the
 /// common registries, so that an obvious mistake is caught.
 const PUBLIC_SUFFIXES: &[&str] = &[
-    "co.uk", "org.uk", "ac.uk", "gov.uk", "com.au", "net.au", "org.au", "co.nz", "co.jp",
-    "ne.jp", "or.jp", "com.br", "com.cn", "com.tw", "co.in", "co.kr", "co.za", "com.mx",
-    "github.io", "gitlab.io", "herokuapp.com", "vercel.app", "netlify.app", "pages.dev",
-    "workers.dev", "appspot.com", "cloudfront.net", "amazonaws.com", "azurewebsites.net",
-    "blogspot.com", "firebaseapp.com", "web.app",
+    "co.uk",
+    "org.uk",
+    "ac.uk",
+    "gov.uk",
+    "com.au",
+    "net.au",
+    "org.au",
+    "co.nz",
+    "co.jp",
+    "ne.jp",
+    "or.jp",
+    "com.br",
+    "com.cn",
+    "com.tw",
+    "co.in",
+    "co.kr",
+    "co.za",
+    "com.mx",
+    "github.io",
+    "gitlab.io",
+    "herokuapp.com",
+    "vercel.app",
+    "netlify.app",
+    "pages.dev",
+    "workers.dev",
+    "appspot.com",
+    "cloudfront.net",
+    "amazonaws.com",
+    "azurewebsites.net",
+    "blogspot.com",
+    "firebaseapp.com",
+    "web.app",
 ];
 
 impl DomainPattern {
@@ -121,7 +148,9 @@ impl DomainPattern {
         }
         if raw.matches(':').count() >= 2 {
             let ip: Ipv6Addr = raw.parse().map_err(|_| {
-                format!("`{raw}` is not an IPv6 address; write an address with a port as [ADDR]:PORT")
+                format!(
+                    "`{raw}` is not an IPv6 address; write an address with a port as [ADDR]:PORT"
+                )
             })?;
             return Ok(DomainPattern { host: HostPattern::Ip(fold_mapped(ip)), port: None });
         }
@@ -131,7 +160,10 @@ impl DomainPattern {
         };
         if let Some(base) = host.strip_prefix("*.") {
             if base.contains('*') {
-                return Err("a wildcard is only allowed as the whole first label, like `*.example.com`".to_owned());
+                return Err(
+                    "a wildcard is only allowed as the whole first label, like `*.example.com`"
+                        .to_owned(),
+                );
             }
             let base = normalize_domain(base)?;
             if !base.contains('.') || PUBLIC_SUFFIXES.contains(&base.as_str()) {
@@ -142,10 +174,14 @@ impl DomainPattern {
             return Ok(DomainPattern { host: HostPattern::Subdomains(base), port });
         }
         if host.contains('*') {
-            return Err("a wildcard is only allowed as the whole first label, like `*.example.com`".to_owned());
+            return Err(
+                "a wildcard is only allowed as the whole first label, like `*.example.com`"
+                    .to_owned(),
+            );
         }
         if host.bytes().all(|b| b.is_ascii_digit() || b == b'.') && host.split('.').count() == 4 {
-            let ip: Ipv4Addr = host.parse().map_err(|_| format!("`{host}` is not an IPv4 address"))?;
+            let ip: Ipv4Addr =
+                host.parse().map_err(|_| format!("`{host}` is not an IPv4 address"))?;
             return Ok(DomainPattern { host: HostPattern::Ip(IpAddr::V4(ip)), port });
         }
         if looks_numeric(host) {
@@ -223,7 +259,8 @@ fn normalize_domain(raw: &str) -> Result<String, String> {
     let ascii = if trimmed.is_ascii() {
         trimmed.to_ascii_lowercase()
     } else {
-        idna::domain_to_ascii(trimmed).map_err(|_| format!("`{}` is not a valid host name", escape(raw)))?
+        idna::domain_to_ascii(trimmed)
+            .map_err(|_| format!("`{}` is not a valid host name", escape(raw)))?
     };
     if ascii.len() > 253 {
         return Err("a host name is at most 253 characters".to_owned());
@@ -263,13 +300,14 @@ fn parse_inet_aton(text: &str) -> Option<Ipv4Addr> {
     }
     let mut values = Vec::with_capacity(parts.len());
     for part in &parts {
-        let (digits, radix) = if let Some(h) = part.strip_prefix("0x").or_else(|| part.strip_prefix("0X")) {
-            (h, 16)
-        } else if part.len() > 1 && part.starts_with('0') {
-            (&part[1..], 8)
-        } else {
-            (*part, 10)
-        };
+        let (digits, radix) =
+            if let Some(h) = part.strip_prefix("0x").or_else(|| part.strip_prefix("0X")) {
+                (h, 16)
+            } else if part.len() > 1 && part.starts_with('0') {
+                (&part[1..], 8)
+            } else {
+                (*part, 10)
+            };
         if digits.is_empty() && radix != 16 {
             return None;
         }

@@ -111,20 +111,18 @@ impl FakeHost {
         for (i, comp) in comps.iter().enumerate() {
             cur.push(comp.as_os_str());
             let last = i + 1 == comps.len();
+            if last {
+                continue;
+            }
             let mut hops = 0;
-            while !last {
-                match self.nodes.get(&cur) {
-                    Some(FakeNode::Symlink(target)) => {
-                        hops += 1;
-                        if hops > 40 {
-                            return None;
-                        }
-                        let base = cur.parent().map(Path::to_path_buf).unwrap_or_default();
-                        let joined = base.join(target);
-                        cur = AbsPathBuf::new_lexical(&joined)?.into_path_buf();
-                    }
-                    _ => break,
+            while let Some(FakeNode::Symlink(target)) = self.nodes.get(&cur) {
+                hops += 1;
+                if hops > 40 {
+                    return None;
                 }
+                let base = cur.parent().map(Path::to_path_buf).unwrap_or_default();
+                let joined = base.join(target);
+                cur = AbsPathBuf::new_lexical(&joined)?.into_path_buf();
             }
         }
         Some(cur)
@@ -145,7 +143,9 @@ impl Host for FakeHost {
         let p = self.physical(path).ok_or_else(|| FakeHost::missing(path))?;
         match self.nodes.get(&p) {
             Some(FakeNode::Symlink(t)) => Ok(t.clone()),
-            _ => Err(HostError { path: path.to_path_buf(), message: "Invalid argument".to_owned() }),
+            _ => {
+                Err(HostError { path: path.to_path_buf(), message: "Invalid argument".to_owned() })
+            }
         }
     }
 

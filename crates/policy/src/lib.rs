@@ -40,27 +40,46 @@
 #![deny(missing_docs)]
 
 mod backend;
+mod config;
+mod defaults;
 mod domain;
+mod env;
 mod error;
+mod glob;
 mod host;
 mod model;
 mod origin;
 mod path;
 mod plan;
+mod protected;
+mod report;
+mod resolve;
 mod resolved;
+pub mod srt;
 mod violation;
 
+#[cfg(test)]
+mod tests;
+
 pub use backend::Backend;
+pub use config::{Format, MAX_CONFIG_BYTES, load_str, parse_toml};
+pub use defaults::{BUILTIN_SECRETS, default_policy};
 pub use domain::{DomainPattern, HostName, HostPattern, is_internal};
+pub use env::{SAFE_NAMES, build_env, is_secret_name};
 pub use error::{Error, Result};
 pub use host::{FakeHost, FileKind, Host, HostError};
 pub use model::{
-    Allow, Deny, EnvRules, Entry, Ignore, ItemizeMode, NetworkRule, PathSpec, Policy, Protected,
+    Allow, Deny, Entry, EnvRules, Ignore, ItemizeMode, NetworkRule, PathSpec, Policy, Protected,
     ReportRules, UnixSocketsRule,
 };
 pub use origin::Origin;
-pub use path::{AbsPathBuf, DisplayBytes, hex, serialize_os_str, serialize_os_strings};
+pub use path::{
+    AbsPathBuf, DisplayBytes, hex, os_from_bytes, serialize_os_str, serialize_os_strings,
+};
 pub use plan::{BridgeSpec, HostFacts, Payload, Placeholder, SpawnPlan, Task};
+pub use protected::{PROTECTED_NAMES, ProtectedName, Scope};
+pub use report::{ReportFilter, cwd_hint, summarize};
+pub use resolve::{Context, canonicalize, resolve};
 pub use resolved::{
     DenyAnchor, Exception, GlobKind, GlobRule, IgnoreRules, NetworkPolicy, ProtectedPath,
     ProtectedState, ReportScope, ResolvedPolicy, SocketPath, UnixSockets, WriteGrant,

@@ -95,7 +95,10 @@ impl Default for Allow {
             read: Vec::new(),
             write: Vec::new(),
             network: Entry::new(NetworkRule::Off, Origin::default_key("allow.network")),
-            unix_sockets: Entry::new(UnixSocketsRule::None, Origin::default_key("allow.unix-sockets")),
+            unix_sockets: Entry::new(
+                UnixSocketsRule::None,
+                Origin::default_key("allow.unix-sockets"),
+            ),
             local_ports: Vec::new(),
             host_ports: Vec::new(),
             pty: false,

@@ -50,7 +50,9 @@ impl Origin {
     /// The same source with `suffix` appended to the key path (`allow.write` + `[2]`).
     pub fn child(&self, suffix: &str) -> Origin {
         match self {
-            Origin::File { file, key } => Origin::File { file: file.clone(), key: join_key(key, suffix) },
+            Origin::File { file, key } => {
+                Origin::File { file: file.clone(), key: join_key(key, suffix) }
+            }
             Origin::Flag { flag } => Origin::Flag { flag: flag.clone() },
             Origin::Default { key } => Origin::Default { key: join_key(key, suffix) },
         }

@@ -161,6 +161,19 @@ pub fn serialize_os_strings<S: Serializer>(values: &[OsString], s: S) -> Result<
     seq.end()
 }
 
+/// Bytes back into an `OsString` (exact on unix, where paths are bytes).
+pub fn os_from_bytes(bytes: Vec<u8>) -> OsString {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStringExt;
+        OsString::from_vec(bytes)
+    }
+    #[cfg(not(unix))]
+    {
+        OsString::from(String::from_utf8_lossy(&bytes).into_owned())
+    }
+}
+
 /// Lowercase hex of bytes.
 pub fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";

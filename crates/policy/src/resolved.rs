@@ -252,7 +252,10 @@ impl ResolvedPolicy {
     }
 }
 
-fn serialize_env<S: serde::Serializer>(env: &[(OsString, OsString)], s: S) -> Result<S::Ok, S::Error> {
+fn serialize_env<S: serde::Serializer>(
+    env: &[(OsString, OsString)],
+    s: S,
+) -> Result<S::Ok, S::Error> {
     use serde::ser::SerializeSeq;
     struct Pair<'a>(&'a OsString, &'a OsString);
     impl Serialize for Pair<'_> {

@@ -1,0 +1,138 @@
+//! Domain pattern parsing and matching, including the hostile spellings of security cases
+//! NET-04, NET-06, NET-08 and POL-08.
+
+use super::*;
+use proptest::prelude::*;
+
+fn host(s: &str) -> HostName {
+    HostName::parse(s).unwrap()
+}
+
+#[test]
+fn wildcard_matches_subdomains_only() {
+    let p = DomainPattern::parse("*.wild.test").unwrap();
+    for ok in ["a.wild.test", "a.b.wild.test", "A.WILD.TEST", "a.wild.test."] {
+        assert!(p.allows(&host(ok), 443), "{ok}");
+    }
+    for bad in
+        ["wild.test", "evilwild.test", "xwild.test", "wild.test.evil.net", "a.wild.test.evil.net"]
+    {
+        assert!(!p.allows(&host(bad), 443), "{bad}");
+    }
+}
+
+#[test]
+fn deny_covers_every_spelling_and_subdomains() {
+    let d = DomainPattern::parse("blocked.wild.test").unwrap();
+    for h in ["blocked.wild.test", "BLOCKED.WILD.TEST", "blocked.wild.test.", "x.blocked.wild.test"]
+    {
+        assert!(d.denies(&host(h), 443), "{h}");
+    }
+    assert!(!d.denies(&host("a.wild.test"), 443));
+}
+
+#[test]
+fn odd_ipv4_spellings_are_ips() {
+    for h in ["127.0.0.1", "127.1", "2130706433", "0x7f000001", "0177.0.0.1", "[::ffff:127.0.0.1]"]
+    {
+        assert_eq!(host(h), HostName::Ip(IpAddr::V4(Ipv4Addr::LOCALHOST)), "{h}");
+    }
+    for h in ["3323068426", "0xc612000a", "0306.022.0.012", "198.18.10"] {
+        assert!(matches!(host(h), HostName::Ip(_)), "{h}");
+    }
+    assert_eq!(host("198.18.10"), HostName::Ip("198.18.0.10".parse().unwrap()));
+}
+
+#[test]
+fn ip_literals_match_only_listed_ips() {
+    let domain = DomainPattern::parse("allowed.test").unwrap();
+    let ip = DomainPattern::parse("198.18.0.10").unwrap();
+    let lit = host("198.18.0.10");
+    assert!(!domain.allows(&lit, 443));
+    assert!(ip.allows(&lit, 443));
+    assert!(ip.allows(&host("[::ffff:198.18.0.10]"), 443));
+    assert!(!ip.allows(&host("[64:ff9b::c612:a]"), 443));
+}
+
+#[test]
+fn ports_restrict() {
+    let p = DomainPattern::parse("example.com:443").unwrap();
+    assert!(p.allows(&host("example.com"), 443));
+    assert!(!p.allows(&host("example.com"), 80));
+    let v6 = DomainPattern::parse("[::1]:8080").unwrap();
+    assert_eq!(v6.to_string(), "[::1]:8080");
+}
+
+#[test]
+fn ambiguous_patterns_are_refused() {
+    for bad in [
+        "",
+        ".",
+        "*",
+        "*.com",
+        "*.co.uk",
+        "ex*ample.com",
+        "*.*.example.com",
+        "https://example.com",
+        "example.com/path",
+        "10.0.0.0/8",
+        "127.1",
+        "example.com:0",
+        "example.com:99999",
+        "a b",
+    ] {
+        assert!(DomainPattern::parse(bad).is_err(), "{bad:?} should be refused");
+    }
+}
+
+#[test]
+fn canonical_forms_are_normalized() {
+    assert_eq!(DomainPattern::parse("EXAMPLE.COM.").unwrap().to_string(), "example.com");
+    assert_eq!(DomainPattern::parse("例え.jp").unwrap().to_string(), "xn--r8jz45g.jp");
+    assert_eq!(DomainPattern::parse("::1").unwrap().to_string(), "::1");
+    assert_eq!(DomainPattern::parse("[::1]").unwrap().to_string(), "::1");
+}
+
+#[test]
+fn internal_addresses() {
+    for ip in [
+        "127.0.0.1",
+        "10.0.0.1",
+        "192.168.0.1",
+        "172.16.0.1",
+        "169.254.169.254",
+        "0.0.0.0",
+        "::1",
+        "fd00:ec2::254",
+        "fe80::1",
+        "::ffff:127.0.0.1",
+    ] {
+        assert!(is_internal(ip.parse().unwrap()), "{ip}");
+    }
+    for ip in ["198.18.0.10", "93.184.216.34", "2606:2800:220:1::1"] {
+        assert!(!is_internal(ip.parse().unwrap()), "{ip}");
+    }
+}
+
+proptest! {
+    /// `*.a.com` never matches a name that is not a strict subdomain of `a.com`.
+    #[test]
+    fn wildcard_never_matches_outside(label in "[a-z0-9]{1,10}", tail in "[a-z]{0,5}") {
+        let p = DomainPattern::parse("*.a.com").unwrap();
+        let evil = format!("{tail}a.com");
+        if !tail.is_empty() {
+            prop_assert!(!p.allows(&host(&evil), 1));
+        }
+        prop_assert!(!p.allows(&host("a.com"), 1));
+        let sub = format!("{label}.a.com");
+        prop_assert!(p.allows(&host(&sub), 1));
+        let upper = format!("{label}.A.COM.");
+        prop_assert!(p.allows(&host(&upper), 1));
+    }
+
+    /// Any 32-bit number written in decimal parses to that IPv4 address.
+    #[test]
+    fn decimal_ipv4(n in any::<u32>()) {
+        prop_assert_eq!(host(&n.to_string()), HostName::Ip(IpAddr::V4(Ipv4Addr::from(n))));
+    }
+}
