@@ -243,7 +243,7 @@ impl Return<'_> {
         }
     }
 
-    fn into_owned(self) -> Return<'static> {
+    pub(crate) fn into_owned(self) -> Return<'static> {
         match self {
             Return::Value(v) => Return::Value(Cow::Owned(v.into_owned())),
             Return::Error { errno, text } => Return::Error {

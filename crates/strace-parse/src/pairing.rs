@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use crate::error::{Error, PidText};
 use crate::event::{Event, EventKind, Record, Return, Syscall, Timestamp};
 use crate::line::{self, Body, Line};
+use crate::scan::find_close_paren;
 
 /// The most calls kept in flight at once; beyond it the oldest is given up (with a diagnostic).
 pub const MAX_PENDING: usize = 1 << 16;
@@ -42,8 +43,6 @@ pub struct Parser {
     /// The start of a line that strace interrupted with a message of its own.
     carry: Option<Vec<u8>>,
     line: u64,
-    /// Spare buffers of finished pending calls, reused to keep pairing allocation-free.
-    spare: Vec<Vec<u8>>,
 }
 
 impl Parser {
@@ -134,16 +133,18 @@ impl Parser {
     /// A `-Z` continuation: the rest of the latest unfinished call, with no prefix at all.
     fn try_continuation<'a>(&mut self, line: &'a [u8], out: &mut Vec<Record<'a>>) -> bool {
         let Some(pid) = self.last_unfinished else { return false };
-        if !self.pending.contains_key(&pid) {
-            return false;
-        }
-        let Some((args, tail)) = split_rest(line) else { return false };
-        let Ok(tail) = line::parse_tail(tail) else { return false };
         let Some(p) = self.pending.remove(&pid) else { return false };
-        self.last_unfinished = None;
-        let event = self.join(pid, None, p, args, tail);
-        out.push(Record::Event(event));
-        true
+        match self.complete(pid, None, p, line) {
+            Ok(event) => {
+                self.last_unfinished = None;
+                out.push(Record::Event(event));
+                true
+            }
+            Err((p, _)) => {
+                self.pending.insert(pid, p);
+                false
+            }
+        }
     }
 
     fn on_line<'a>(&mut self, parsed: Line<'a>, out: &mut Vec<Record<'a>>) {
@@ -173,11 +174,12 @@ impl Parser {
                 if self.pending.len() >= MAX_PENDING {
                     self.evict_oldest(out);
                 }
-                let mut buf = self.spare.pop().unwrap_or_default();
-                buf.clear();
-                buf.extend_from_slice(args);
-                let p =
-                    Pending { name: name.to_owned(), args: buf, line, timestamp: parsed.timestamp };
+                let p = Pending {
+                    name: name.to_owned(),
+                    args: args.to_vec(),
+                    line,
+                    timestamp: parsed.timestamp,
+                };
                 self.pending.insert(pid, p);
                 self.last_unfinished = Some(pid);
             }
@@ -229,28 +231,18 @@ impl Parser {
         rest: &'a [u8],
         out: &mut Vec<Record<'a>>,
     ) {
-        let Some((args, tail)) = split_rest(rest) else {
-            out.push(Record::Diagnostic(Error::malformed(
-                self.line,
-                "no `)` after the resume",
-                rest,
-            )));
-            return;
-        };
-        let tail = match line::parse_tail(tail) {
-            Ok(t) => t,
-            Err(reason) => {
-                out.push(Record::Diagnostic(Error::malformed(self.line, reason, rest)));
-                return;
-            }
-        };
         match self.pending.remove(&pid) {
             Some(p) if p.name == name => {
                 if self.last_unfinished == Some(pid) {
                     self.last_unfinished = None;
                 }
-                let event = self.join(pid, timestamp, p, args, tail);
-                out.push(Record::Event(event));
+                match self.complete(pid, timestamp, p, rest) {
+                    Ok(event) => out.push(Record::Event(event)),
+                    Err((p, reason)) => {
+                        out.push(Record::Diagnostic(Error::malformed(self.line, reason, rest)));
+                        Self::give_up(pid, p, out);
+                    }
+                }
             }
             other => {
                 if let Some(p) = other {
@@ -261,13 +253,28 @@ impl Parser {
                     pid: PidText(pid),
                     syscall: name.to_owned(),
                 }));
+                let Some(close) = crate::scan::find_close_paren(rest, 0, 1) else {
+                    out.push(Record::Diagnostic(Error::malformed(
+                        self.line,
+                        "no `)` after the resume",
+                        rest,
+                    )));
+                    return;
+                };
+                let tail = match line::parse_tail(&rest[close + 1..]) {
+                    Ok(t) => t,
+                    Err(reason) => {
+                        out.push(Record::Diagnostic(Error::malformed(self.line, reason, rest)));
+                        return;
+                    }
+                };
                 out.push(Record::Event(Event {
                     line: self.line,
                     pid,
                     timestamp,
                     kind: EventKind::Syscall(Syscall {
                         name: Cow::Borrowed(name),
-                        args: Cow::Borrowed(args),
+                        args: Cow::Borrowed(&rest[..close]),
                         ret: tail.ret,
                         duration: tail.duration,
                         start_line: self.line,
@@ -279,33 +286,46 @@ impl Parser {
         }
     }
 
-    /// Joins a pending start with the rest of its arguments and its outcome.
-    fn join<'a>(
+    /// Completes a pending start with the text after its resume point: joins the two, then
+    /// finds the end of the arguments in the whole. Joining first means a split anywhere, even
+    /// inside a string, gives the same event as the unsplit line. On failure the pending call
+    /// is handed back unchanged.
+    fn complete(
         &mut self,
         pid: Option<u32>,
         timestamp: Option<Timestamp>,
-        p: Pending,
-        args: &[u8],
-        tail: line::Tail<'a>,
-    ) -> Event<'a> {
-        let mut joined = Vec::with_capacity(p.args.len() + args.len());
-        joined.extend_from_slice(&p.args);
-        joined.extend_from_slice(args);
-        self.spare.push(p.args);
-        Event {
+        mut p: Pending,
+        rest: &[u8],
+    ) -> Result<Event<'static>, (Pending, line::Reason)> {
+        let prefix = p.args.len();
+        p.args.extend_from_slice(rest);
+        let parsed = match find_close_paren(&p.args, 0, 1) {
+            Some(close) => line::parse_tail(&p.args[close + 1..])
+                .map(|t| (close, t.ret.into_owned(), t.duration)),
+            None => Err("no `)` closing the arguments after the resume"),
+        };
+        let (close, ret, duration) = match parsed {
+            Ok(v) => v,
+            Err(reason) => {
+                p.args.truncate(prefix);
+                return Err((p, reason));
+            }
+        };
+        p.args.truncate(close);
+        Ok(Event {
             line: self.line,
             pid,
             timestamp: p.timestamp.or(timestamp),
             kind: EventKind::Syscall(Syscall {
                 name: Cow::Owned(p.name),
-                args: Cow::Owned(joined),
-                ret: tail.ret,
-                duration: tail.duration,
+                args: Cow::Owned(p.args),
+                ret,
+                duration,
                 start_line: p.line,
                 split: true,
                 orphan: false,
             }),
-        }
+        })
     }
 
     /// A process ended: a call of it still in flight will never resume.
@@ -351,10 +371,4 @@ impl Parser {
             }),
         }));
     }
-}
-
-/// Splits the text after a resume point into the remaining arguments and what follows `)`.
-fn split_rest(rest: &[u8]) -> Option<(&[u8], &[u8])> {
-    let close = crate::scan::find_close_paren(rest, 0, 1)?;
-    Some((&rest[..close], &rest[close + 1..]))
 }

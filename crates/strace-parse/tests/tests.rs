@@ -7,3 +7,5 @@
 mod corpus;
 // `test_data/` inputs rendered to blessed `.txt` files.
 mod golden;
+// Round trips and split invariance over generated input.
+mod props;
