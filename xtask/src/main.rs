@@ -1,2 +1,182 @@
-//! placeholder
-fn main() {}
+//! Project automation, run as `cargo xtask TASK`.
+//!
+//! - `ci`: everything CI checks: fmt, clippy `-D warnings`, the tests, the tidy checks, the
+//!   purity of the pure crates, and the macOS type-check.
+//! - `test-linux`: the end-to-end suite as root and as an unprivileged user.
+//! - `test-macos`: the end-to-end suite against sandbox-exec (on macOS only).
+//! - `bench spawn`: `paddock run -- true` against bare bwrap and bare `true`.
+//! - `tidy`: the repository's own rules (a `//!` doc atop every module).
+
+// xtask is the project's shell script in Rust: spawning tools is what it is for.
+#![allow(clippy::disallowed_methods)]
+
+mod bench;
+mod tidy;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let root = project_root();
+    std::env::set_current_dir(&root)?;
+    match args.first().map(String::as_str) {
+        Some("ci") => ci(&root),
+        Some("tidy") => tidy::check(&root),
+        Some("test-linux") => test_linux(&root),
+        Some("test-macos") => test_macos(),
+        Some("bench") => bench::run_bench(&root, args.get(1).map(String::as_str)),
+        _ => {
+            eprintln!("usage: cargo xtask <ci|tidy|test-linux|test-macos|bench spawn>");
+            std::process::exit(2)
+        }
+    }
+}
+
+fn project_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// Runs a command, echoing it, failing with its status.
+pub fn run(cmd: &mut Command) -> Result<()> {
+    eprintln!("$ {}", shown(cmd));
+    let status = cmd.status().with_context(|| format!("cannot start {}", shown(cmd)))?;
+    if !status.success() {
+        bail!("`{}` failed: {status}", shown(cmd));
+    }
+    Ok(())
+}
+
+fn shown(cmd: &Command) -> String {
+    let mut s = cmd.get_program().to_string_lossy().into_owned();
+    for a in cmd.get_args() {
+        s.push(' ');
+        s.push_str(&a.to_string_lossy());
+    }
+    s
+}
+
+fn cargo() -> Command {
+    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
+
+fn ci(root: &Path) -> Result<()> {
+    let started = std::time::Instant::now();
+    run(cargo().args(["fmt", "--all", "--", "--check"]))?;
+    tidy::check(root)?;
+    purity()?;
+    run(cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
+    run(cargo().args(["test", "--workspace", "--no-fail-fast"]).env("RUSTFLAGS", "-D warnings"))?;
+    darwin_check()?;
+    if is_root() && Path::new("/usr/bin/bwrap").exists() {
+        test_unprivileged(root)?;
+    } else {
+        eprintln!("xtask: skipping the unprivileged e2e run: it needs root to create the test user");
+    }
+    eprintln!("xtask ci: all checks passed in {:.0?}", started.elapsed());
+    Ok(())
+}
+
+/// The pure crates have no libc/nix in their normal dependency tree.
+fn purity() -> Result<()> {
+    for krate in ["paddock-policy", "paddock-strace-parse"] {
+        for forbidden in ["libc", "nix"] {
+            let out = cargo().args(["tree", "-p", krate, "-e", "normal", "-i", forbidden]).output()?;
+            let text = String::from_utf8_lossy(&out.stdout);
+            if out.status.success() && text.contains(forbidden) {
+                bail!("{krate} must stay pure, but depends on {forbidden}:\n{text}");
+            }
+        }
+    }
+    eprintln!("xtask: pure crates have no libc or nix");
+    Ok(())
+}
+
+/// Type-checks the macOS-facing crates for darwin.
+fn darwin_check() -> Result<()> {
+    let installed = Command::new("rustup").args(["target", "list", "--installed"]).output();
+    let have = |t: &str| installed.as_ref().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).lines().any(|l| l == t));
+    let mut targets = Vec::new();
+    for target in ["x86_64-apple-darwin", "aarch64-apple-darwin"] {
+        if have(target) || Command::new("rustup").args(["target", "add", target]).status().is_ok_and(|s| s.success()) {
+            targets.push(target);
+        } else {
+            eprintln!("xtask: skipping `cargo check --target {target}`: rustup cannot install the target here");
+        }
+    }
+    for target in targets {
+        run(cargo().args(["check", "--target", target, "-p", "paddock-macos-seatbelt", "-p", "paddock-policy", "-p", "paddock-portbridge", "-p", "paddock-strace-parse"]))?;
+    }
+    Ok(())
+}
+
+fn is_root() -> bool {
+    Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+const TEST_USER: &str = "paddock-test";
+
+/// Builds the e2e suite and runs it as an unprivileged user created for the purpose.
+fn test_unprivileged(root: &Path) -> Result<()> {
+    let exists = Command::new("id").arg(TEST_USER).output().is_ok_and(|o| o.status.success());
+    if !exists {
+        run(Command::new("useradd").args(["--create-home", "--shell", "/bin/sh", TEST_USER]))?;
+    }
+    // Build as root, then run the test binary as the user from a copy it can read.
+    let out = cargo()
+        .args(["test", "-p", "paddock-tests", "--test", "e2e", "--no-run", "--message-format=json"])
+        .output()?;
+    if !out.status.success() {
+        bail!("building the e2e suite failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let exe = text
+        .lines()
+        .filter(|l| l.contains("\"executable\"") && l.contains("\"e2e\""))
+        .filter_map(|l| l.split("\"executable\":\"").nth(1).and_then(|r| r.split('"').next()))
+        .next_back()
+        .context("cannot find the e2e test binary")?;
+    let stage = PathBuf::from("/tmp/paddock-e2e-unprivileged");
+    let _ = std::fs::remove_dir_all(&stage);
+    std::fs::create_dir_all(&stage)?;
+    for (src, name) in [
+        (PathBuf::from(exe), "e2e"),
+        (root.join("target/debug/paddock"), "paddock"),
+        (root.join("target/debug/paddock-probe"), "paddock-probe"),
+    ] {
+        std::fs::copy(&src, stage.join(name)).with_context(|| format!("cannot stage {}", src.display()))?;
+    }
+    run(Command::new("chmod").args(["-R", "a+rX"]).arg(&stage))?;
+    run(Command::new("setpriv")
+        .args(["--reuid", TEST_USER, "--regid", TEST_USER, "--init-groups", "--reset-env"])
+        .arg("env")
+        .arg(format!("PADDOCK_BIN={}", stage.join("paddock").display()))
+        .arg(format!("PADDOCK_PROBE={}", stage.join("paddock-probe").display()))
+        .arg(format!("HOME=/home/{TEST_USER}"))
+        .arg(format!("CI={}", std::env::var("CI").unwrap_or_default()))
+        .arg("PATH=/usr/local/bin:/usr/bin:/bin")
+        .arg(stage.join("e2e"))
+        .arg("--test-threads=2")
+        .current_dir("/tmp"))?;
+    let _ = std::fs::remove_dir_all(&stage);
+    Ok(())
+}
+
+fn test_linux(root: &Path) -> Result<()> {
+    run(cargo().args(["test", "-p", "paddock-tests", "--test", "e2e"]))?;
+    if is_root() {
+        test_unprivileged(root)
+    } else {
+        eprintln!("xtask: the unprivileged run needs root to create its user; ran as the current user only");
+        Ok(())
+    }
+}
+
+fn test_macos() -> Result<()> {
+    if !cfg!(target_os = "macos") {
+        bail!("test-macos runs the end-to-end suite against /usr/bin/sandbox-exec and needs macOS; run it on a macOS CI runner");
+    }
+    run(cargo().args(["test", "-p", "paddock-macos-seatbelt", "-p", "paddock-tests"]))
+}

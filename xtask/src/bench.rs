@@ -1,0 +1,95 @@
+//! `cargo xtask bench spawn`: whole-process timing of `paddock run -- true` against the
+//! equivalent bare `bwrap` invocation (the same mount arguments, taken from the plan) and
+//! bare `true`, median of many runs, printed as ratios.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+use crate::{cargo, run};
+
+const RUNS: usize = 60;
+
+/// Dispatches `bench NAME`.
+pub fn run_bench(root: &Path, name: Option<&str>) -> Result<()> {
+    match name {
+        Some("spawn") => spawn(root),
+        _ => bail!("usage: cargo xtask bench spawn"),
+    }
+}
+
+
+fn median(cmd: &mut dyn FnMut() -> Command) -> Result<Duration> {
+    let mut times = Vec::with_capacity(RUNS);
+    for _ in 0..RUNS + 3 {
+        let mut c = cmd();
+        c.stdout(Stdio::null()).stderr(Stdio::null());
+        let t = Instant::now();
+        let status = c.status()?;
+        let elapsed = t.elapsed();
+        if !status.success() {
+            bail!("benchmark command failed: {status}");
+        }
+        times.push(elapsed);
+    }
+    times.drain(..3); // warm-up
+    times.sort();
+    Ok(times[times.len() / 2])
+}
+
+fn spawn(root: &Path) -> Result<()> {
+    run(cargo().args(["build", "--release", "-p", "paddock"]))?;
+    let paddock = root.join("target/release/paddock");
+    let project = std::env::temp_dir().join("paddock-bench-project");
+    std::fs::create_dir_all(&project)?;
+    let plan = Command::new(&paddock)
+        .args(["plan", "--json", "-C"])
+        .arg(&project)
+        .args(["--", "true"])
+        .output()
+        .context("cannot run paddock plan")?;
+    if !plan.status.success() {
+        bail!("paddock plan failed: {}", String::from_utf8_lossy(&plan.stderr));
+    }
+    let json: serde_json::Value = serde_json::from_slice(&plan.stdout)?;
+    let bwrap = json["plan"]["program"].as_str().context("the plan has no program")?.to_owned();
+    let payloads = json["plan"]["payloads"].as_array().context("the plan has no payloads")?;
+    let args_text = payloads
+        .iter()
+        .find(|p| p["name"].as_str().is_some_and(|n| n.contains("bwrap")))
+        .and_then(|p| p["bytes"].as_str())
+        .context("the plan has no bwrap argument payload")?;
+    let mut bwrap_args: Vec<String> =
+        args_text.split('\u{2400}').filter(|a| !a.is_empty()).map(str::to_owned).collect();
+    // Replace the supervisor command after `--` by plain `true`: the baseline is bwrap with
+    // the same mounts and nothing of paddock's.
+    if let Some(i) = bwrap_args.iter().position(|a| a == "--") {
+        bwrap_args.truncate(i);
+    }
+    bwrap_args.retain(|a| !a.starts_with("--seccomp") && !a.starts_with("--sync-fd"));
+    bwrap_args.push("--".to_owned());
+    bwrap_args.push("/bin/true".to_owned());
+    let bare = median(&mut || Command::new("/bin/true"))?;
+    let bare_bwrap = median(&mut || {
+        let mut c = Command::new(&bwrap);
+        c.args(&bwrap_args).current_dir(&project);
+        c
+    })?;
+    let ours = median(&mut || {
+        let mut c = Command::new(&paddock);
+        c.args(["run", "--itemize", "off", "-C"]).arg(&project).args(["--", "true"]).current_dir(&project);
+        c
+    })?;
+    println!("bench spawn, median of {RUNS} runs:");
+    println!("  bare true:          {bare:>10.2?}");
+    println!("  bare bwrap (same mounts): {bare_bwrap:>10.2?}");
+    println!("  paddock run:        {ours:>10.2?}");
+    println!(
+        "  ratio paddock / bare bwrap: {:.2}x   (target <= 1.30x)",
+        ours.as_secs_f64() / bare_bwrap.as_secs_f64()
+    );
+    println!("  ratio paddock / bare true:  {:.1}x", ours.as_secs_f64() / bare.as_secs_f64());
+    Ok(())
+}
