@@ -27,9 +27,10 @@ fn main() -> Result<()> {
         Some("tidy") => tidy::check(&root),
         Some("test-linux") => test_linux(&root),
         Some("test-macos") => test_macos(),
+        Some("demo") => demo(&root, &args[1..]),
         Some("bench") => bench::run_bench(&root, args.get(1).map(String::as_str)),
         _ => {
-            eprintln!("usage: cargo xtask <ci|tidy|test-linux|test-macos|bench spawn>");
+            eprintln!("usage: cargo xtask <ci|demo|tidy|test-linux|test-macos|bench spawn>");
             std::process::exit(2)
         }
     }
@@ -110,6 +111,43 @@ fn darwin_check() -> Result<()> {
         run(cargo().args(["check", "--target", target, "-p", "paddock-macos-seatbelt", "-p", "paddock-policy", "-p", "paddock-portbridge", "-p", "paddock-strace-parse"]))?;
     }
     Ok(())
+}
+
+/// Installs the system packages paddock needs (when root and they are missing), builds
+/// paddock and runs a command sandboxed on the default policy in a scratch project.
+fn demo(root: &Path, command: &[String]) -> Result<()> {
+    install_system_packages(&["bubblewrap", "strace"])?;
+    run(cargo().args(["build", "--release", "-p", "paddock"]))?;
+    let project = std::env::temp_dir().join("paddock-demo");
+    std::fs::create_dir_all(&project)?;
+    let mut cmd = Command::new(root.join("target/release/paddock"));
+    cmd.args(["run", "-C"]).arg(&project).arg("--").current_dir(&project);
+    if command.is_empty() {
+        cmd.args(["sh", "-c", "echo hi > out.txt && cat out.txt && echo x > /etc/paddock-demo"]);
+    } else {
+        cmd.args(command);
+    }
+    eprintln!("$ cd {} && paddock run -- ...", project.display());
+    let status = cmd.status()?;
+    eprintln!("xtask demo: the task exited with {status} (a write outside the project fails: that is the point)");
+    Ok(())
+}
+
+/// `apt-get install`s the packages that are missing, when running as root on Debian.
+fn install_system_packages(packages: &[&str]) -> Result<()> {
+    let missing: Vec<&str> = packages
+        .iter()
+        .copied()
+        .filter(|p| !Command::new("dpkg").args(["-s", p]).output().is_ok_and(|o| o.status.success()))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    if !is_root() {
+        bail!("paddock needs {}: install them with `sudo apt-get install -y {}`", missing.join(", "), missing.join(" "));
+    }
+    run(Command::new("apt-get").args(["update", "-qq"]))?;
+    run(Command::new("apt-get").args(["install", "-y", "-qq"]).args(&missing).env("DEBIAN_FRONTEND", "noninteractive"))
 }
 
 fn is_root() -> bool {
