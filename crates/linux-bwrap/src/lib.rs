@@ -1,1 +1,53 @@
-//! placeholder
+//! The Linux backend of paddock: it enforces a [`ResolvedPolicy`](paddock_policy::ResolvedPolicy)
+//! with bubblewrap (mount and namespace walls), a seccomp filter built with `seccompiler`
+//! (syscall walls), and a small supervisor that runs inside the sandbox.
+//!
+//! # Terminology
+//!
+//! - An **op** ([`ops::BwrapOp`]) is one bubblewrap setup step (`--ro-bind`, `--tmpfs`, ...),
+//!   like bubblewrap's own `SetupOp` list. [`ops::mount_ops`] is the one function that
+//!   decides their order.
+//! - The **plan** is what [`LinuxBwrap`] returns from [`Backend::plan`]: bwrap's absolute
+//!   path, a short argv, and the payloads (bwrap's real arguments, the supervisor's
+//!   instructions, the BPF program) that travel on numbered file descriptors, so that no
+//!   secret ever appears in an argv or environment visible inside the sandbox.
+//! - The **supervisor** ([`supervisor`], Linux only) is the paddock binary re-executed by
+//!   bwrap as the sandbox's pid 1 (`paddock __supervise`). It applies the filter to the task
+//!   only, relays polite signals, reaps, and exits with the task's status.
+//! - The **probe** ([`probe`], Linux only) collects the [`HostFacts`](paddock_policy::HostFacts)
+//!   the plan is made from and explains in the user's terms what is missing.
+//!
+//! # Example
+//!
+//! ```
+//! use paddock_linux_bwrap::LinuxBwrap;
+//! use paddock_policy::Backend;
+//!
+//! assert_eq!(LinuxBwrap.name(), "linux-bwrap");
+//! ```
+//!
+//! # Supported platforms
+//!
+//! Planning is pure and compiles everywhere, so argv snapshots run on every OS. The BPF
+//! program is compiled on Linux only (a plan made elsewhere says so in its diagnostics);
+//! the supervisor and the probe are Linux only.
+
+mod error;
+pub mod ops;
+pub mod payload;
+mod plan;
+#[cfg(target_os = "linux")]
+pub mod probe;
+pub mod seccomp;
+#[cfg(all(test, target_os = "linux"))]
+mod seccomp_tests;
+#[cfg(target_os = "linux")]
+pub mod supervisor;
+#[cfg(test)]
+mod tests;
+
+pub use error::Error;
+pub use plan::{
+    ARGS_FD, BACKEND_NAME, EMPTY_FILE_FD_BASE, LinuxBwrap, SECCOMP_FD, SIGNAL_FD,
+    SUPERVISE_SUBCOMMAND, SUPERVISOR_FD, SUPERVISOR_PATH,
+};

@@ -1,0 +1,350 @@
+//! bubblewrap setup as a typed list of ops, and the one function that orders them.
+//!
+//! Like bubblewrap's own `SetupOp` list, every mount is first a value ([`BwrapOp`]) and only
+//! then a string in argv ([`to_args`]). [`mount_ops`] is the single place that decides the
+//! order; bubblewrap performs mounts in argv order and a later mount covers an earlier one at
+//! the same or a deeper path, so the order *is* the policy:
+//!
+//! 1. `--ro-bind / /`: the whole host, read-only.
+//! 2. The path mounts, sorted so that an ancestor's mount always comes before a descendant's
+//!    (by path components; at one path: replacement, then read-only, then writable, then pin):
+//!    - a tmpfs over each read-deny directory anchor (an empty unreadable file over a file
+//!      anchor), with each allowed exception bound back under it;
+//!    - each write grant `--bind` onto itself;
+//!    - each pinned directory `--bind` onto itself, so that it is a mount point and renaming
+//!      it fails with EBUSY (FSW-05, FSW-10);
+//!    - a fresh `/dev`, a fresh `/proc` (or an empty tmpfs in the documented weaker mode,
+//!      never the host's), and a private `/tmp` tmpfs unless `/tmp` is granted.
+//!
+//!    Sorting is what makes nesting work: a write grant inside a deny anchor is bound after
+//!    the anchor's tmpfs; an anchor inside a write grant is a tmpfs over the grant's bind; a
+//!    project under `/tmp` is bound after the private `/tmp`.
+//! 3. The protected paths, read-only onto themselves, after everything writable, so that
+//!    they stay read-only inside any grant (DESIGN decision 8). A missing one is bound from
+//!    the placeholder the runner creates at its outermost missing component.
+//! 4. The supervisor binary, read-only at [`SUPERVISOR_PATH`](crate::SUPERVISOR_PATH).
+//! 5. `--remount-ro` of each deny tmpfs, now that bubblewrap has made every mount point in it:
+//!    writes under a hidden path fail with EROFS instead of vanishing into a tmpfs.
+//!
+//! Protected paths and pins that lie under a deny anchor are skipped: binding them from the
+//! host would show what the anchor hides, and the read-only anchor keeps them unwritable.
+
+use std::ffi::OsString;
+
+use paddock_policy::{AbsPathBuf, FileKind, ProtectedState, ResolvedPolicy};
+
+/// One bubblewrap setup step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BwrapOp {
+    /// `--unshare-all`: new user (if possible), ipc, pid, net, uts and cgroup namespaces.
+    UnshareAll,
+    /// `--unshare-user`: insist on a user namespace (needed by `--disable-userns`).
+    UnshareUser,
+    /// `--share-net`: keep the host's network namespace.
+    ShareNet,
+    /// `--disable-userns`: the task cannot create user namespaces (PRC-05).
+    DisableUserns,
+    /// `--as-pid-1`: the supervisor is the sandbox's pid 1; no unfiltered bwrap reaper sits
+    /// inside the sandbox where the task could ptrace it or read its environment.
+    AsPid1,
+    /// `--die-with-parent`: the sandbox dies with paddock, even on `kill -9`.
+    DieWithParent,
+    /// `--new-session`: `setsid()`, so TIOCSTI cannot reach the caller's terminal.
+    NewSession,
+    /// `--cap-drop ALL`: no capability survives, also when paddock runs as root.
+    CapDropAll,
+    /// `--ro-bind SRC DEST`.
+    RoBind {
+        /// Host path.
+        src: AbsPathBuf,
+        /// Sandbox path.
+        dest: AbsPathBuf,
+    },
+    /// `--bind SRC DEST`.
+    Bind {
+        /// Host path.
+        src: AbsPathBuf,
+        /// Sandbox path.
+        dest: AbsPathBuf,
+    },
+    /// `--tmpfs DEST`.
+    Tmpfs {
+        /// Sandbox path.
+        dest: AbsPathBuf,
+    },
+    /// `--dev DEST`: a minimal private `/dev`.
+    Dev {
+        /// Sandbox path.
+        dest: AbsPathBuf,
+    },
+    /// `--proc DEST`: a fresh procfs of the sandbox's pid namespace.
+    Proc {
+        /// Sandbox path.
+        dest: AbsPathBuf,
+    },
+    /// `--perms 0000 --ro-bind-data FD DEST`: an empty, unreadable, read-only file over a
+    /// file deny anchor (FD holds no bytes).
+    EmptyFile {
+        /// The payload descriptor bwrap reads the (empty) contents from.
+        fd: i32,
+        /// Sandbox path.
+        dest: AbsPathBuf,
+    },
+    /// `--remount-ro DEST` (not recursive).
+    RemountRo {
+        /// Sandbox path.
+        dest: AbsPathBuf,
+    },
+}
+
+impl BwrapOp {
+    /// Appends this op's bwrap arguments.
+    pub fn push_args(&self, out: &mut Vec<OsString>) {
+        fn s(text: &str) -> OsString {
+            OsString::from(text)
+        }
+        fn p(path: &AbsPathBuf) -> OsString {
+            path.as_os_str().to_os_string()
+        }
+        match self {
+            BwrapOp::UnshareAll => out.push(s("--unshare-all")),
+            BwrapOp::UnshareUser => out.push(s("--unshare-user")),
+            BwrapOp::ShareNet => out.push(s("--share-net")),
+            BwrapOp::DisableUserns => out.push(s("--disable-userns")),
+            BwrapOp::AsPid1 => out.push(s("--as-pid-1")),
+            BwrapOp::DieWithParent => out.push(s("--die-with-parent")),
+            BwrapOp::NewSession => out.push(s("--new-session")),
+            BwrapOp::CapDropAll => out.extend([s("--cap-drop"), s("ALL")]),
+            BwrapOp::RoBind { src, dest } => out.extend([s("--ro-bind"), p(src), p(dest)]),
+            BwrapOp::Bind { src, dest } => out.extend([s("--bind"), p(src), p(dest)]),
+            BwrapOp::Tmpfs { dest } => out.extend([s("--tmpfs"), p(dest)]),
+            BwrapOp::Dev { dest } => out.extend([s("--dev"), p(dest)]),
+            BwrapOp::Proc { dest } => out.extend([s("--proc"), p(dest)]),
+            BwrapOp::EmptyFile { fd, dest } => out.extend([
+                s("--perms"),
+                s("0000"),
+                s("--ro-bind-data"),
+                s(&fd.to_string()),
+                p(dest),
+            ]),
+            BwrapOp::RemountRo { dest } => out.extend([s("--remount-ro"), p(dest)]),
+        }
+    }
+
+    /// The sandbox path a mount op mounts on, if it is a mount.
+    pub fn dest(&self) -> Option<&AbsPathBuf> {
+        match self {
+            BwrapOp::RoBind { dest, .. }
+            | BwrapOp::Bind { dest, .. }
+            | BwrapOp::Tmpfs { dest }
+            | BwrapOp::Dev { dest }
+            | BwrapOp::Proc { dest }
+            | BwrapOp::EmptyFile { dest, .. }
+            | BwrapOp::RemountRo { dest } => Some(dest),
+            _ => None,
+        }
+    }
+}
+
+/// The bwrap arguments of a list of ops, in order.
+pub fn to_args(ops: &[BwrapOp]) -> Vec<OsString> {
+    let mut out = Vec::new();
+    for op in ops {
+        op.push_args(&mut out);
+    }
+    out
+}
+
+/// How `/proc` is provided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProcMode {
+    /// A fresh procfs in the sandbox's pid namespace.
+    Fresh,
+    /// An empty tmpfs: the documented weaker mode when no fresh procfs can be mounted. The
+    /// host's `/proc` is never bound (FSR-05).
+    Masked,
+}
+
+/// Inputs of [`mount_ops`] that do not come from the policy.
+#[derive(Clone, Debug)]
+pub struct MountInputs {
+    /// Where the private tmp lives when `/tmp` is granted (a tmpfs at this path).
+    pub tmp_dir: AbsPathBuf,
+    /// How `/proc` is provided.
+    pub proc_mode: ProcMode,
+    /// The host path of the supervisor binary.
+    pub supervisor_src: AbsPathBuf,
+    /// The sandbox path of the supervisor binary.
+    pub supervisor_dest: AbsPathBuf,
+    /// The first payload descriptor free for empty-file data (one per file anchor).
+    pub first_empty_fd: i32,
+}
+
+/// The mount ops of a policy and the number of empty-file descriptors they use, in the
+/// documented order (see the module doc).
+pub fn mount_ops(policy: &ResolvedPolicy, inputs: &MountInputs) -> (Vec<BwrapOp>, Vec<i32>) {
+    // Rank at one path: replacement (tmpfs, dev, proc) < read-only bind < writable bind < pin.
+    let mut path_ops: Vec<(AbsPathBuf, u8, BwrapOp)> = Vec::new();
+    let mut empty_fds = Vec::new();
+    let mut next_fd = inputs.first_empty_fd;
+    let mut remount = Vec::new();
+
+    for anchor in &policy.read_deny {
+        match anchor.kind {
+            None => continue,
+            Some(FileKind::Dir) => {
+                path_ops.push((
+                    anchor.path.clone(),
+                    0,
+                    BwrapOp::Tmpfs { dest: anchor.path.clone() },
+                ));
+                remount.push(anchor.path.clone());
+            }
+            Some(FileKind::File | FileKind::Other | FileKind::Symlink) => {
+                let op = BwrapOp::EmptyFile { fd: next_fd, dest: anchor.path.clone() };
+                empty_fds.push(next_fd);
+                next_fd += 1;
+                path_ops.push((anchor.path.clone(), 0, op));
+            }
+        }
+        for exc in &anchor.exceptions {
+            let (rank, op) = if exc.writable {
+                (2, BwrapOp::Bind { src: exc.path.clone(), dest: exc.path.clone() })
+            } else {
+                (1, BwrapOp::RoBind { src: exc.path.clone(), dest: exc.path.clone() })
+            };
+            path_ops.push((exc.path.clone(), rank, op));
+        }
+    }
+    for grant in &policy.write {
+        path_ops.push((
+            grant.path.clone(),
+            2,
+            BwrapOp::Bind { src: grant.path.clone(), dest: grant.path.clone() },
+        ));
+    }
+    let missing: Vec<&AbsPathBuf> = policy
+        .protected
+        .iter()
+        .filter_map(|p| match &p.state {
+            ProtectedState::Missing { first_missing } => Some(first_missing),
+            ProtectedState::Exists { .. } => None,
+        })
+        .collect();
+    for pin in &policy.pinned {
+        // A pin that is (or is under) a missing protected path does not exist on the host:
+        // its placeholder is bound instead. A pin under a deny anchor would show hidden files.
+        if missing.iter().any(|m| pin.starts_with(m)) || policy.anchor_hiding(pin).is_some() {
+            continue;
+        }
+        path_ops.push((pin.clone(), 3, BwrapOp::Bind { src: pin.clone(), dest: pin.clone() }));
+    }
+    let dev = abs("/dev");
+    path_ops.push((dev.clone(), 0, BwrapOp::Dev { dest: dev }));
+    let proc = abs("/proc");
+    let proc_op = match inputs.proc_mode {
+        ProcMode::Fresh => BwrapOp::Proc { dest: proc.clone() },
+        ProcMode::Masked => BwrapOp::Tmpfs { dest: proc.clone() },
+    };
+    path_ops.push((proc, 0, proc_op));
+    let tmp = if policy.private_tmp { abs("/tmp") } else { inputs.tmp_dir.clone() };
+    path_ops.push((tmp.clone(), 0, BwrapOp::Tmpfs { dest: tmp }));
+
+    // Stable sort by (path components, rank): ancestors first, and at one path the
+    // replacement first and the most permissive bind last. `AbsPathBuf` orders by
+    // components, so `/a` < `/a/b` < `/ab`.
+    path_ops.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+    // One op per (path, rank): a deny anchor listed twice, or an exception that is also a
+    // write grant, mounts once.
+    path_ops.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1);
+    // A read-only exception is pointless under a writable bind of the same path.
+    let writable: Vec<AbsPathBuf> =
+        path_ops.iter().filter(|o| o.1 >= 2).map(|o| o.0.clone()).collect();
+    path_ops.retain(|o| !(o.1 == 1 && writable.contains(&o.0)));
+
+    let mut ops = vec![BwrapOp::RoBind { src: AbsPathBuf::root(), dest: AbsPathBuf::root() }];
+    ops.extend(path_ops.into_iter().map(|o| o.2));
+
+    // 3. Protected paths, read-only, after everything writable.
+    let mut protected: Vec<AbsPathBuf> = Vec::new();
+    for p in &policy.protected {
+        if policy.anchor_hiding(&p.path).is_some() {
+            continue;
+        }
+        let target = match &p.state {
+            ProtectedState::Exists { .. } => p.path.clone(),
+            ProtectedState::Missing { first_missing } => first_missing.clone(),
+        };
+        if !protected.contains(&target) {
+            protected.push(target);
+        }
+    }
+    protected.sort();
+    // A protected path under another protected path is already read-only.
+    let outer = protected.clone();
+    protected.retain(|p| !outer.iter().any(|o| o != p && p.starts_with(o)));
+    ops.extend(protected.into_iter().map(|p| BwrapOp::RoBind { src: p.clone(), dest: p }));
+
+    // 4. The supervisor.
+    ops.push(BwrapOp::RoBind {
+        src: inputs.supervisor_src.clone(),
+        dest: inputs.supervisor_dest.clone(),
+    });
+
+    // 5. Deny tmpfs read-only, unless a writable bind sits on the very same path (remounting
+    // the top mount there would make the grant read-only).
+    remount.sort();
+    remount.dedup();
+    for path in remount {
+        if writable.contains(&path) {
+            continue;
+        }
+        ops.push(BwrapOp::RemountRo { dest: path });
+    }
+    (ops, empty_fds)
+}
+
+/// An absolute path from a literal known to be absolute.
+pub(crate) fn abs(path: &str) -> AbsPathBuf {
+    AbsPathBuf::new_lexical(path).unwrap_or_else(AbsPathBuf::root)
+}
+
+/// The missing protected paths' placeholders, outermost first, one per path: the runner
+/// creates each (empty dir or empty file) before the spawn and removes it after.
+pub fn placeholders(policy: &ResolvedPolicy) -> Vec<paddock_policy::Placeholder> {
+    let mut out: Vec<paddock_policy::Placeholder> = Vec::new();
+    for p in &policy.protected {
+        let ProtectedState::Missing { first_missing } = &p.state else { continue };
+        if policy.anchor_hiding(&p.path).is_some() || out.iter().any(|o| &o.path == first_missing) {
+            continue;
+        }
+        // An ancestor of the protected name is a directory; the name itself is a file when
+        // it looks like one (`.bashrc`, `config`, `paddock.toml`). An empty directory is
+        // preferred otherwise: git does not list it, so it shows as no ghost file (G6).
+        let dir = first_missing != &p.path || !looks_like_file(first_missing);
+        out.push(paddock_policy::Placeholder { path: first_missing.clone(), dir });
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out
+}
+
+fn looks_like_file(path: &AbsPathBuf) -> bool {
+    const FILES: &[&str] = &[
+        ".bashrc",
+        ".bash_profile",
+        ".bash_login",
+        ".bash_logout",
+        ".profile",
+        ".zshrc",
+        ".zshenv",
+        ".zprofile",
+        ".zlogin",
+        ".gitconfig",
+        ".gitmodules",
+        "config",
+        ".mcp.json",
+        ".envrc",
+    ];
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else { return false };
+    FILES.contains(&name) || name.trim_start_matches('.').contains('.')
+}

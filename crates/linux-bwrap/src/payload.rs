@@ -1,0 +1,123 @@
+//! The supervisor's instructions: what the task is, as JSON on a numbered descriptor.
+//!
+//! The task's argv, environment and working directory never appear in bubblewrap's argv or
+//! environment (`/proc/1/cmdline` and `/proc/1/environ` are readable inside the sandbox,
+//! ENV-02): they travel here, on a descriptor the supervisor reads and closes before the
+//! task starts. Byte strings stay bytes: a value that is not UTF-8 is written as
+//! `{"hex": "..."}`.
+
+use std::ffi::OsString;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+
+/// An `OsString` that serializes as text when it is UTF-8 and as hex otherwise.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bytes(pub OsString);
+
+impl Serialize for Bytes {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        paddock_policy::serialize_os_str(&self.0, s)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum BytesRepr {
+    Text(String),
+    Hex { hex: String },
+}
+
+impl<'de> Deserialize<'de> for Bytes {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
+        match BytesRepr::deserialize(d)? {
+            BytesRepr::Text(text) => Ok(Bytes(OsString::from(text))),
+            BytesRepr::Hex { hex } => {
+                let raw = unhex(&hex)
+                    .ok_or_else(|| serde::de::Error::custom("invalid hex byte string"))?;
+                bytes_to_os(raw)
+                    .map(Bytes)
+                    .ok_or_else(|| serde::de::Error::custom("non-UTF-8 bytes on this OS"))
+            }
+        }
+    }
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    let digits = text.as_bytes();
+    if !digits.len().is_multiple_of(2) {
+        return None;
+    }
+    let val = |c: u8| (c as char).to_digit(16).and_then(|d| u8::try_from(d).ok());
+    digits.chunks(2).map(|pair| Some(val(pair[0])? << 4 | val(pair[1])?)).collect()
+}
+
+#[cfg(unix)]
+fn bytes_to_os(raw: Vec<u8>) -> Option<OsString> {
+    use std::os::unix::ffi::OsStringExt;
+    Some(OsString::from_vec(raw))
+}
+
+#[cfg(not(unix))]
+fn bytes_to_os(raw: Vec<u8>) -> Option<OsString> {
+    String::from_utf8(raw).ok().map(OsString::from)
+}
+
+/// What the supervisor runs, and where its other inputs are.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct SupervisorPayload {
+    /// The program as given: looked up in the task's `PATH` when it has no `/`.
+    pub program: Bytes,
+    /// Its arguments (argv\[0\] is the program as given).
+    pub args: Vec<Bytes>,
+    /// The task's complete environment.
+    pub env: Vec<(Bytes, Bytes)>,
+    /// The working directory inside the sandbox.
+    pub cwd: Bytes,
+    /// The descriptor holding the BPF program (raw `sock_filter` array, little endian).
+    pub seccomp_fd: i32,
+    /// The descriptor polite signals arrive on (one byte: the signal number).
+    pub signal_fd: Option<i32>,
+}
+
+impl SupervisorPayload {
+    /// The JSON bytes.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        // Serializing plain strings and numbers into a Vec cannot fail.
+        serde_json::to_vec_pretty(self).unwrap_or_default()
+    }
+
+    /// Parses the JSON bytes read from `fd`.
+    pub fn from_bytes(bytes: &[u8], fd: i32) -> Result<SupervisorPayload, Error> {
+        serde_json::from_slice(bytes).map_err(|e| Error::Payload { fd, message: e.to_string() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_non_utf8_bytes() {
+        #[cfg(unix)]
+        let odd = {
+            use std::os::unix::ffi::OsStringExt;
+            OsString::from_vec(b"a\xffb".to_vec())
+        };
+        #[cfg(not(unix))]
+        let odd = OsString::from("ab");
+        let p = SupervisorPayload {
+            program: Bytes("sh".into()),
+            args: vec![Bytes("sh".into()), Bytes(odd.clone())],
+            env: vec![(Bytes("K".into()), Bytes(odd))],
+            cwd: Bytes("/p".into()),
+            seccomp_fd: 5,
+            signal_fd: Some(6),
+        };
+        let back = SupervisorPayload::from_bytes(&p.to_bytes(), 4).unwrap();
+        assert_eq!(back, p);
+        assert!(SupervisorPayload::from_bytes(b"{", 4).unwrap_err().to_string().contains("fd 4"));
+    }
+}

@@ -1,0 +1,261 @@
+//! `LinuxBwrap`: the `Backend` that turns a resolved policy into a bubblewrap spawn plan.
+//!
+//! The plan keeps secrets out of everything visible inside the sandbox (ENV-02): bwrap is
+//! spawned with an empty environment and a short argv, its real arguments arrive on
+//! [`ARGS_FD`] (`--args`), and the task's argv, environment and cwd arrive on
+//! [`SUPERVISOR_FD`] as a [`SupervisorPayload`].
+//!
+//! The command bwrap runs is paddock itself, re-executed as the supervisor. Its host path
+//! (`HostFacts::self_exe`) may lie under a read-deny anchor (`~/.cargo/bin` when `~` is
+//! denied), so it is bound read-only at the fixed [`SUPERVISOR_PATH`] inside the sandbox's
+//! private `/dev` tmpfs. That path always exists (bwrap makes `/dev`), is writable only
+//! during setup, and needs no placeholder on the host; executing through an inherited fd
+//! (`/proc/self/fd/N`) would instead depend on a fresh `/proc`, which the weaker mode lacks.
+
+use std::ffi::OsString;
+
+use paddock_policy::{
+    AbsPathBuf, Backend, Error, HostFacts, NetworkPolicy, Payload, ResolvedPolicy, SpawnPlan, Task,
+    UnixSockets,
+};
+
+use crate::ops::{self, BwrapOp, MountInputs, ProcMode};
+use crate::payload::{Bytes, SupervisorPayload};
+use crate::seccomp::{self, FilterOptions};
+
+/// The backend's name.
+pub const BACKEND_NAME: &str = "linux-bwrap";
+/// bwrap reads its NUL-separated arguments from this descriptor (`--args`).
+pub const ARGS_FD: i32 = 3;
+/// The supervisor reads its [`SupervisorPayload`] from this descriptor.
+pub const SUPERVISOR_FD: i32 = 4;
+/// The supervisor reads the BPF program from this descriptor.
+pub const SECCOMP_FD: i32 = 5;
+/// The supervisor reads polite signals from this descriptor.
+pub const SIGNAL_FD: i32 = 6;
+/// The first descriptor of the empty payloads behind file deny anchors.
+pub const EMPTY_FILE_FD_BASE: i32 = 7;
+/// Where the supervisor binary is bound inside the sandbox.
+pub const SUPERVISOR_PATH: &str = "/dev/.paddock-supervisor";
+/// The hidden subcommand that runs the supervisor.
+pub const SUPERVISE_SUBCOMMAND: &str = "__supervise";
+
+/// The bubblewrap backend. Planning is pure; see the crate doc.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LinuxBwrap;
+
+fn unsupported(feature: &str, fix: &str) -> Error {
+    Error::Unsupported { feature: feature.to_owned(), backend: BACKEND_NAME, fix: fix.to_owned() }
+}
+
+fn plan_error(message: String) -> Error {
+    Error::Plan { backend: BACKEND_NAME, message }
+}
+
+impl Backend for LinuxBwrap {
+    fn name(&self) -> &'static str {
+        BACKEND_NAME
+    }
+
+    fn plan(
+        &self,
+        policy: &ResolvedPolicy,
+        task: &Task,
+        facts: &HostFacts,
+    ) -> Result<SpawnPlan, Error> {
+        let mut diagnostics = Vec::new();
+        refuse_unenforceable(policy)?;
+        let bwrap = facts.bwrap.as_ref().and_then(AbsPathBuf::new_lexical).ok_or_else(|| {
+            plan_error(
+                "bubblewrap was not found at /usr/bin/bwrap, /usr/local/bin/bwrap or /bin/bwrap; install it \
+                 (Debian/Ubuntu: apt install bubblewrap; Fedora: dnf install bubblewrap) and run `paddock check`"
+                    .to_owned(),
+            )
+        })?;
+        let self_exe =
+            facts.self_exe.as_ref().and_then(AbsPathBuf::new_lexical).ok_or_else(|| {
+                plan_error(
+                    "cannot locate the paddock executable to run as the sandbox supervisor"
+                        .to_owned(),
+                )
+            })?;
+        let proc_mode = if facts.fresh_proc {
+            ProcMode::Fresh
+        } else if policy.weaker_when_nested {
+            diagnostics.push(
+                "weaker: no fresh /proc can be mounted here (nested in a container?); /proc is an empty tmpfs, \
+                 so tools that read /proc fail; the host's /proc is never exposed"
+                    .to_owned(),
+            );
+            ProcMode::Masked
+        } else {
+            return Err(plan_error(
+                "this host cannot mount a fresh /proc in a new pid namespace (typical inside a container); \
+                 paddock refuses to run with the host's /proc. Run `paddock check` for the fix, or set \
+                 `weaker-when-nested = true` to run with an empty /proc"
+                    .to_owned(),
+            ));
+        };
+        if !facts.user_namespaces {
+            if facts.uid != 0 {
+                return Err(plan_error(
+                    "user namespaces are not available, and bubblewrap needs them when not run as root; \
+                     enable them (sysctl kernel.unprivileged_userns_clone=1, or \
+                     kernel.apparmor_restrict_unprivileged_userns=0) and run `paddock check`"
+                        .to_owned(),
+                ));
+            }
+            diagnostics.push(
+                "no user namespace: bwrap runs as root without one; nested namespaces are refused by the \
+                 seccomp filter instead of --disable-userns"
+                    .to_owned(),
+            );
+        }
+
+        let tmp_dir = task.runtime_dir.join("tmp");
+        let inputs = MountInputs {
+            tmp_dir: tmp_dir.clone(),
+            proc_mode,
+            supervisor_src: self_exe,
+            supervisor_dest: ops::abs(SUPERVISOR_PATH),
+            first_empty_fd: EMPTY_FILE_FD_BASE,
+        };
+        let (mounts, empty_fds) = ops::mount_ops(policy, &inputs);
+
+        let mut all = vec![BwrapOp::UnshareAll];
+        if facts.user_namespaces {
+            all.extend([BwrapOp::UnshareUser, BwrapOp::DisableUserns]);
+        }
+        if matches!(policy.network, NetworkPolicy::On) {
+            all.push(BwrapOp::ShareNet);
+        }
+        all.extend([
+            BwrapOp::AsPid1,
+            BwrapOp::DieWithParent,
+            BwrapOp::NewSession,
+            BwrapOp::CapDropAll,
+        ]);
+        all.extend(mounts);
+        let mut args_bytes = Vec::new();
+        for arg in ops::to_args(&all) {
+            args_bytes.extend_from_slice(arg.as_encoded_bytes());
+            args_bytes.push(0);
+        }
+
+        let filter_rules = seccomp::rules(FilterOptions {
+            unix_sockets: matches!(policy.unix_sockets, UnixSockets::All),
+        });
+        let bpf = compile_filter(&filter_rules, &mut diagnostics)?;
+
+        let tmpdir_value = if policy.private_tmp { ops::abs("/tmp") } else { tmp_dir };
+        let mut env: Vec<(Bytes, Bytes)> = policy
+            .env
+            .iter()
+            .filter(|(k, _)| k != "TMPDIR")
+            .map(|(k, v)| (Bytes(k.clone()), Bytes(v.clone())))
+            .collect();
+        env.push((Bytes("TMPDIR".into()), Bytes(tmpdir_value.as_os_str().to_os_string())));
+        let mut task_argv = vec![Bytes(task.program.clone())];
+        task_argv.extend(task.args.iter().cloned().map(Bytes));
+        let payload = SupervisorPayload {
+            program: Bytes(task.program.clone()),
+            args: task_argv,
+            env,
+            cwd: Bytes(task.cwd.as_os_str().to_os_string()),
+            seccomp_fd: SECCOMP_FD,
+            signal_fd: Some(SIGNAL_FD),
+        };
+
+        let mut payloads = vec![
+            Payload { name: "bwrap-args".to_owned(), fd: ARGS_FD, bytes: args_bytes },
+            Payload { name: "supervisor".to_owned(), fd: SUPERVISOR_FD, bytes: payload.to_bytes() },
+            Payload { name: "seccomp-bpf".to_owned(), fd: SECCOMP_FD, bytes: bpf },
+        ];
+        payloads.extend(empty_fds.into_iter().map(|fd| Payload {
+            name: "empty-file".to_owned(),
+            fd,
+            bytes: Vec::new(),
+        }));
+
+        let argv: Vec<OsString> = vec![
+            "bwrap".into(),
+            "--args".into(),
+            ARGS_FD.to_string().into(),
+            SUPERVISOR_PATH.into(),
+            SUPERVISE_SUBCOMMAND.into(),
+            "--payload-fd".into(),
+            SUPERVISOR_FD.to_string().into(),
+        ];
+        Ok(SpawnPlan {
+            backend: BACKEND_NAME,
+            program: bwrap,
+            argv,
+            // bwrap's environment is readable inside the sandbox (/proc/1/environ while it
+            // sets up): it gets none. The task's environment is in the supervisor payload.
+            env: Vec::new(),
+            cwd: AbsPathBuf::root(),
+            payloads,
+            signal_fd: Some(SIGNAL_FD),
+            bridges: Vec::new(),
+            placeholders: ops::placeholders(policy),
+            diagnostics,
+        })
+    }
+}
+
+/// Refuses what this backend cannot enforce yet, with the fix, rather than run weaker.
+fn refuse_unenforceable(policy: &ResolvedPolicy) -> Result<(), Error> {
+    if let NetworkPolicy::Filtered { .. } = policy.network {
+        return Err(unsupported(
+            "allow.network (a domain list)",
+            "the egress proxy is not available yet; use `network = \"off\"` or `\"on\"`",
+        ));
+    }
+    if let UnixSockets::Paths { .. } = policy.unix_sockets {
+        return Err(unsupported(
+            "allow.unix-sockets (a list of paths)",
+            "a seccomp filter cannot see socket paths; use `unix-sockets = true` or `false`",
+        ));
+    }
+    if !policy.local_ports.is_empty() {
+        return Err(unsupported(
+            "allow.local-ports",
+            "port bridges are not available yet; remove the entry",
+        ));
+    }
+    if !policy.host_ports.is_empty() {
+        return Err(unsupported(
+            "allow.host-ports",
+            "port bridges are not available yet; remove the entry",
+        ));
+    }
+    if policy.pty {
+        return Err(unsupported(
+            "allow.pty",
+            "a task pseudo-terminal is not available yet; remove `pty = true`",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(target_os = "linux")]
+fn compile_filter(
+    rules: &[seccomp::SyscallRule],
+    _diagnostics: &mut Vec<String>,
+) -> Result<Vec<u8>, Error> {
+    seccomp::compile(rules).map_err(|e| plan_error(e.to_string()))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn compile_filter(
+    _rules: &[seccomp::SyscallRule],
+    diagnostics: &mut Vec<String>,
+) -> Result<Vec<u8>, Error> {
+    // The plan is printable here but not runnable; the supervisor refuses an empty program
+    // (fail closed), so this can never run a task unfiltered.
+    diagnostics.push(
+        "the seccomp program is compiled on Linux only; this plan shows its rules, not its bytes"
+            .to_owned(),
+    );
+    Ok(Vec::new())
+}

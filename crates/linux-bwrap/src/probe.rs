@@ -1,0 +1,360 @@
+//! The host probe: collects the [`HostFacts`] plans are made from, and a [`CheckReport`] that
+//! explains every missing piece in the user's terms (`paddock check`).
+//!
+//! Helpers are only ever taken from fixed absolute paths, owned by root and not writable by
+//! anyone else: a `PATH` lookup could be hijacked by a directory an earlier task wrote
+//! (POL-11). The probe runs a real sandboxed `true` (two short bwrap runs) and is memoized
+//! per process ([`probe`]), so it costs nothing on the second call.
+
+// The probe is the one place in this crate that starts helper programs: `bwrap --version`,
+// a sandboxed `true`, `strace -V`, always by absolute path and with an empty environment.
+#![allow(clippy::disallowed_methods)]
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+use paddock_policy::HostFacts;
+use serde::Serialize;
+
+/// Where bubblewrap may be, in order. Never looked up in `PATH` (POL-11).
+pub const BWRAP_PATHS: &[&str] = &["/usr/bin/bwrap", "/usr/local/bin/bwrap", "/bin/bwrap"];
+/// Where strace may be, in order.
+pub const STRACE_PATHS: &[&str] = &["/usr/bin/strace", "/usr/local/bin/strace", "/bin/strace"];
+/// Unix socket paths must fit in `sun_path` (108 bytes with the NUL).
+pub const SOCKET_PATH_MAX: usize = 107;
+/// Room a task needs below its runtime base for its own dir and socket names.
+pub const RUNTIME_SUFFIX_ROOM: usize = 48;
+
+/// The outcome of one check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    /// Fine.
+    Ok,
+    /// Works, with less (itemizing, for example).
+    Warn,
+    /// paddock cannot sandbox until this is fixed.
+    Fail,
+}
+
+/// One check: what was looked at, what was found, and the fix.
+#[derive(Clone, Debug, Serialize)]
+pub struct Check {
+    /// Short name (`bwrap`, `user-namespaces`, ...).
+    pub name: &'static str,
+    /// Outcome.
+    pub status: Status,
+    /// What was found.
+    pub message: String,
+    /// What to do, in the user's terms, when not ok.
+    pub fix: Option<String>,
+}
+
+/// Every check, in order.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CheckReport {
+    /// The checks.
+    pub checks: Vec<Check>,
+}
+
+impl CheckReport {
+    /// Whether no check failed.
+    pub fn ok(&self) -> bool {
+        self.checks.iter().all(|c| c.status != Status::Fail)
+    }
+
+    fn push(&mut self, name: &'static str, status: Status, message: String, fix: Option<&str>) {
+        self.checks.push(Check { name, status, message, fix: fix.map(str::to_owned) });
+    }
+}
+
+/// What the probe found.
+#[derive(Clone, Debug)]
+pub struct Probe {
+    /// Facts for planning.
+    pub facts: HostFacts,
+    /// The report for `paddock check`.
+    pub report: CheckReport,
+}
+
+/// The probe of this host, collected once per process.
+pub fn probe() -> &'static Probe {
+    static PROBE: OnceLock<Probe> = OnceLock::new();
+    PROBE.get_or_init(collect)
+}
+
+/// Whether a helper at `path` is trustworthy: a regular file owned by root, not writable by
+/// group or others. Returns the canonical path.
+pub fn trusted_helper(path: &Path) -> Result<PathBuf, String> {
+    let real = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let meta = std::fs::metadata(&real).map_err(|e| format!("{}: {e}", real.display()))?;
+    if !meta.is_file() {
+        return Err(format!("{} is not a regular file", real.display()));
+    }
+    if meta.uid() != 0 {
+        return Err(format!("{} is not owned by root", real.display()));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(format!("{} is writable by group or others", real.display()));
+    }
+    Ok(real)
+}
+
+fn first_trusted(paths: &[&str]) -> (Option<PathBuf>, Vec<String>) {
+    let mut problems = Vec::new();
+    for p in paths {
+        let path = Path::new(p);
+        if !path.exists() {
+            continue;
+        }
+        match trusted_helper(path) {
+            Ok(_) => return (Some(path.to_path_buf()), problems),
+            Err(e) => problems.push(e),
+        }
+    }
+    (None, problems)
+}
+
+fn output(program: &Path, args: &[&str]) -> Option<(bool, String)> {
+    let out = Command::new(program)
+        .args(args)
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .ok()?;
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    Some((out.status.success(), text))
+}
+
+/// Parses the first `X.Y[.Z]` in a version line.
+pub fn parse_version(text: &str) -> Option<(u32, u32, u32)> {
+    let word =
+        text.split_whitespace().find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()))?;
+    let mut parts =
+        word.split('.').map(|p| p.trim_matches(|c: char| !c.is_ascii_digit()).parse::<u32>().ok());
+    let major = parts.next()??;
+    let minor = parts.next().flatten().unwrap_or(0);
+    let patch = parts.next().flatten().unwrap_or(0);
+    Some((major, minor, patch))
+}
+
+const USERNS_FIX: &str = "enable unprivileged user namespaces: `sudo sysctl -w kernel.unprivileged_userns_clone=1` \
+     (Debian), or on Ubuntu 23.10+ `sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`; inside a \
+     container, run it with user namespaces allowed (e.g. podman, or docker --security-opt seccomp=unconfined)";
+
+fn collect() -> Probe {
+    let mut facts = HostFacts {
+        uid: nix_uid(),
+        self_exe: std::env::current_exe().ok(),
+        ..HostFacts::default()
+    };
+    let mut report = CheckReport::default();
+
+    let (bwrap, problems) = first_trusted(BWRAP_PATHS);
+    match &bwrap {
+        Some(path) => {
+            let version = output(path, &["--version"]).and_then(|(_, text)| parse_version(&text));
+            facts.bwrap_version = version;
+            let shown = version.map(|(a, b, c)| format!("{a}.{b}.{c}")).unwrap_or_else(|| "unknown version".to_owned());
+            let old = version.is_some_and(|v| v < (0, 8, 0));
+            report.push(
+                "bwrap",
+                if old { Status::Fail } else { Status::Ok },
+                format!("bubblewrap {shown} at {}", path.display()),
+                old.then_some("upgrade bubblewrap to 0.8.0 or newer (--disable-userns)"),
+            );
+        }
+        None => report.push(
+            "bwrap",
+            Status::Fail,
+            if problems.is_empty() {
+                format!("bubblewrap not found at {}", BWRAP_PATHS.join(", "))
+            } else {
+                format!("no trusted bubblewrap: {}", problems.join("; "))
+            },
+            Some("install bubblewrap: `sudo apt install bubblewrap` (Debian/Ubuntu) or `sudo dnf install bubblewrap` (Fedora)"),
+        ),
+    }
+    facts.bwrap = bwrap.clone();
+
+    if let Some(bwrap) = &bwrap {
+        let base = ["--ro-bind", "/", "/", "--dev", "/dev", "--die-with-parent", "--new-session"];
+        let userns = run_sandboxed(
+            bwrap,
+            &["--unshare-user", "--disable-userns"],
+            &base,
+            &["--tmpfs", "/proc"],
+        );
+        facts.user_namespaces = userns.is_ok();
+        match &userns {
+            Ok(()) => {
+                report.push("user-namespaces", Status::Ok, "user namespaces work".to_owned(), None)
+            }
+            Err(e) if facts.uid == 0 => report.push(
+                "user-namespaces",
+                Status::Warn,
+                format!("no user namespace ({e}); running as root, bwrap works without one"),
+                Some(USERNS_FIX),
+            ),
+            Err(e) => report.push(
+                "user-namespaces",
+                Status::Fail,
+                format!("cannot create a user namespace: {e}"),
+                Some(USERNS_FIX),
+            ),
+        }
+        let userns_args: &[&str] =
+            if facts.user_namespaces { &["--unshare-user", "--disable-userns"] } else { &[] };
+        let proc = run_sandboxed(
+            bwrap,
+            userns_args,
+            &base,
+            &["--unshare-pid", "--as-pid-1", "--proc", "/proc"],
+        );
+        facts.fresh_proc = proc.is_ok();
+        match proc {
+            Ok(()) => report.push("sandbox", Status::Ok, "a sandboxed `true` ran with a fresh /proc".to_owned(), None),
+            Err(e) => report.push(
+                "sandbox",
+                Status::Fail,
+                format!("a sandboxed `true` with a fresh /proc failed: {e}"),
+                Some("paddock needs to mount a fresh /proc in a new pid namespace; inside a container run it \
+                      privileged or with user namespaces, or set `weaker-when-nested = true` to run with an empty /proc"),
+            ),
+        }
+    }
+
+    let (strace, _) = first_trusted(STRACE_PATHS);
+    match &strace {
+        Some(path) => {
+            let version = output(path, &["-V"]).and_then(|(_, text)| parse_version(&text));
+            facts.strace_seccomp_bpf = version.is_some_and(|v| v >= (5, 3, 0));
+            let shown = version
+                .map(|(a, b, c)| format!("{a}.{b}.{c}"))
+                .unwrap_or_else(|| "unknown version".to_owned());
+            report.push(
+                "strace",
+                Status::Ok,
+                format!(
+                    "strace {shown} at {}{}",
+                    path.display(),
+                    if facts.strace_seccomp_bpf {
+                        " (--seccomp-bpf)"
+                    } else {
+                        " (no --seccomp-bpf: slower itemizing)"
+                    }
+                ),
+                None,
+            );
+        }
+        None => report.push(
+            "strace",
+            Status::Warn,
+            "strace not found: denials are enforced but not itemized".to_owned(),
+            Some("install strace (`sudo apt install strace`) to get itemized violation reports"),
+        ),
+    }
+    facts.strace = strace;
+
+    let base = runtime_base();
+    let len = base.as_os_str().len() + RUNTIME_SUFFIX_ROOM;
+    if len > SOCKET_PATH_MAX {
+        report.push(
+            "runtime-dir",
+            Status::Fail,
+            format!(
+                "{} is too long for unix socket paths ({len} > {SOCKET_PATH_MAX} bytes)",
+                base.display()
+            ),
+            Some("set TMPDIR (or XDG_RUNTIME_DIR) to a short directory such as /tmp"),
+        );
+    } else {
+        report.push(
+            "runtime-dir",
+            Status::Ok,
+            format!("task runtime dirs go under {}", base.display()),
+            None,
+        );
+    }
+    report.push(
+        "user",
+        Status::Ok,
+        if facts.uid == 0 {
+            "running as root".to_owned()
+        } else {
+            format!("running as uid {}", facts.uid)
+        },
+        None,
+    );
+    Probe { facts, report }
+}
+
+/// The directory task runtime dirs are made under: `$XDG_RUNTIME_DIR/paddock` when it is set,
+/// absolute and short, else `$TMPDIR` or `/tmp`, as `paddock-<uid>`.
+pub fn runtime_base() -> PathBuf {
+    let uid = nix_uid();
+    if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from)
+        && dir.is_absolute()
+        && dir.as_os_str().len() + RUNTIME_SUFFIX_ROOM <= SOCKET_PATH_MAX
+        && dir.is_dir()
+    {
+        return dir.join("paddock");
+    }
+    let tmp = std::env::var_os("TMPDIR")
+        .map(PathBuf::from)
+        .filter(|d| d.is_absolute())
+        .unwrap_or_else(|| "/tmp".into());
+    tmp.join(format!("paddock-{uid}"))
+}
+
+fn nix_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+fn run_sandboxed(
+    bwrap: &Path,
+    userns: &[&str],
+    base: &[&str],
+    extra: &[&str],
+) -> Result<(), String> {
+    let mut args: Vec<&str> = vec!["--unshare-all"];
+    args.extend_from_slice(userns);
+    args.extend_from_slice(base);
+    args.extend_from_slice(extra);
+    args.push("true");
+    match output(bwrap, &args) {
+        Some((true, _)) => Ok(()),
+        Some((false, text)) => Err(text.lines().last().unwrap_or("failed").trim().to_owned()),
+        None => Err("cannot start bubblewrap".to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_parse() {
+        assert_eq!(parse_version("bubblewrap 0.8.0\n"), Some((0, 8, 0)));
+        assert_eq!(parse_version("strace -- version 6.1\nCopyright"), Some((6, 1, 0)));
+        assert_eq!(parse_version("nothing"), None);
+    }
+
+    #[test]
+    fn untrusted_helpers_are_refused() {
+        let dir = std::env::temp_dir().join(format!("paddock-probe-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("bwrap");
+        std::fs::write(&f, "#!/bin/sh\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(trusted_helper(&f).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

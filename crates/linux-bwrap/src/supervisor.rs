@@ -1,0 +1,306 @@
+//! The supervisor: paddock re-executed inside the sandbox as its pid 1 (`paddock __supervise`).
+//!
+//! It reads its payload, makes itself non-dumpable (the task cannot ptrace it or read its
+//! memory or environment through `/proc/1`), forks the task into its own process group,
+//! and in the child only closes every descriptor above 2, sets no_new_privs, loads the
+//! seccomp program and execs. Loading the program failing is fatal before exec (SEC-08).
+//! The parent relays polite signals read from the signal descriptor to the task's group,
+//! reaps every process reparented to it, and exits with the task's status (128+N for signal
+//! N). When it exits, the kernel kills whatever is left in the pid namespace.
+//!
+//! Exit codes of its own: 125 (supervisor error, the task never ran), 126 (found but not
+//! executable), 127 (not found), as a shell would.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+
+use crate::payload::SupervisorPayload;
+use crate::seccomp;
+
+/// Exit code when the supervisor itself fails and the task never ran.
+pub const EXIT_SUPERVISOR: i32 = 125;
+/// Exit code when the program exists but cannot be executed.
+pub const EXIT_NOT_EXECUTABLE: i32 = 126;
+/// Exit code when the program is not found.
+pub const EXIT_NOT_FOUND: i32 = 127;
+
+/// The supervisor's entry point. `args` are the process arguments; everything up to and
+/// including `__supervise` is skipped, then `--payload-fd N` is expected. Returns the exit
+/// code for the process.
+pub fn main_from_args(args: &[OsString]) -> i32 {
+    match run(args) {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("paddock: sandbox supervisor: {message}");
+            EXIT_SUPERVISOR
+        }
+    }
+}
+
+fn parse_args(args: &[OsString]) -> Result<i32, String> {
+    let rest = match args.iter().position(|a| a == crate::SUPERVISE_SUBCOMMAND) {
+        Some(i) => &args[i + 1..],
+        None => args,
+    };
+    match rest {
+        [flag, value] if flag == "--payload-fd" => value
+            .to_str()
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| "invalid --payload-fd".to_owned()),
+        _ => Err("usage: paddock __supervise --payload-fd N (internal)".to_owned()),
+    }
+}
+
+fn read_fd(fd: i32) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    use std::os::fd::FromRawFd;
+    // SAFETY: the descriptor was handed to this process by the runner for us alone; taking
+    // ownership closes it when read, so it never reaches the task.
+    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+    let mut buf = Vec::new();
+    file.read_to_end(&mut buf).map_err(|e| format!("cannot read payload fd {fd}: {e}"))?;
+    Ok(buf)
+}
+
+fn cstring(bytes: &OsStr) -> Result<CString, String> {
+    CString::new(bytes.as_bytes()).map_err(|_| format!("{:?} contains a NUL byte", bytes))
+}
+
+/// Everything the child needs, prepared before `fork` so that the child allocates nothing.
+struct Prepared {
+    candidates: Vec<CString>,
+    argv: Vec<CString>,
+    env: Vec<CString>,
+    cwd: CString,
+    bpf: Vec<u8>,
+    program: OsString,
+}
+
+fn prepare(payload: &SupervisorPayload, bpf: Vec<u8>) -> Result<Prepared, String> {
+    let program = payload.program.0.clone();
+    let argv = payload.args.iter().map(|a| cstring(&a.0)).collect::<Result<Vec<_>, _>>()?;
+    let mut env = Vec::new();
+    let mut path_var = None;
+    for (k, v) in &payload.env {
+        if k.0 == "PATH" {
+            path_var = Some(v.0.clone());
+        }
+        let mut kv = k.0.clone().into_vec();
+        kv.push(b'=');
+        kv.extend_from_slice(v.0.as_bytes());
+        env.push(
+            CString::new(kv)
+                .map_err(|_| "an environment variable contains a NUL byte".to_owned())?,
+        );
+    }
+    let candidates = if program.as_bytes().contains(&b'/') {
+        vec![cstring(&program)?]
+    } else if program.is_empty() {
+        Vec::new()
+    } else {
+        // PATH lookup inside the sandbox, as execvp does; an empty entry means the cwd.
+        let path = path_var.unwrap_or_else(|| OsString::from("/usr/local/bin:/usr/bin:/bin"));
+        path.as_bytes()
+            .split(|b| *b == b':')
+            .map(|dir| {
+                let mut full = if dir.is_empty() { b".".to_vec() } else { dir.to_vec() };
+                full.push(b'/');
+                full.extend_from_slice(program.as_bytes());
+                CString::new(full).map_err(|_| "PATH contains a NUL byte".to_owned())
+            })
+            .collect::<Result<Vec<_>, _>>()?
+    };
+    Ok(Prepared { candidates, argv, env, cwd: cstring(&payload.cwd.0)?, bpf, program })
+}
+
+fn run(args: &[OsString]) -> Result<i32, String> {
+    // SAFETY: prctl with integer arguments only.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    }
+    let payload_fd = parse_args(args)?;
+    let payload = SupervisorPayload::from_bytes(&read_fd(payload_fd)?, payload_fd)
+        .map_err(|e| e.to_string())?;
+    let bpf = read_fd(payload.seccomp_fd)?;
+    if bpf.is_empty() {
+        return Err("the seccomp program is empty; refusing to run the task unfiltered".to_owned());
+    }
+    let prepared = prepare(&payload, bpf)?;
+    let signal_fd = payload.signal_fd;
+
+    // SIGCHLD arrives through a signalfd, so one poll waits for both a child and a polite
+    // signal. Block it before fork so that no exit is missed.
+    let mut mask = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: sigemptyset initializes the set; sigaddset and sigprocmask get valid pointers.
+    let (mask, sfd) = unsafe {
+        libc::sigemptyset(mask.as_mut_ptr());
+        let mut mask = mask.assume_init();
+        libc::sigaddset(&mut mask, libc::SIGCHLD);
+        libc::sigprocmask(libc::SIG_BLOCK, &mask, std::ptr::null_mut());
+        let sfd = libc::signalfd(-1, &mask, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
+        (mask, sfd)
+    };
+    if sfd < 0 {
+        return Err(format!("signalfd: {}", std::io::Error::last_os_error()));
+    }
+
+    // SAFETY: the supervisor is single-threaded, so the child may run any code; it only
+    // calls async-signal-safe functions and exits through `_exit` or `execve`.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(format!("fork: {}", std::io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        child(&prepared, &mask);
+    }
+    // SAFETY: setpgid on our own child; failing (it already exec'd and did it) is harmless.
+    unsafe { libc::setpgid(pid, pid) };
+    Ok(supervise(pid, sfd, signal_fd))
+}
+
+/// The task's side of the fork. Never returns.
+fn child(p: &Prepared, mask: &libc::sigset_t) -> ! {
+    fn die(code: i32, msg: &[u8]) -> ! {
+        // SAFETY: write and _exit are async-signal-safe; the buffer is valid.
+        unsafe {
+            libc::write(2, msg.as_ptr().cast(), msg.len());
+            libc::_exit(code)
+        }
+    }
+    // SAFETY: plain syscalls on our own process with valid arguments.
+    unsafe {
+        libc::setpgid(0, 0);
+        libc::sigprocmask(libc::SIG_UNBLOCK, mask, std::ptr::null_mut());
+        if libc::chdir(p.cwd.as_ptr()) != 0 {
+            die(EXIT_SUPERVISOR, b"paddock: cannot enter the working directory inside the sandbox; is it readable under the policy (grant it with allow.read)?\n");
+        }
+        // Every descriptor above 2 goes: payloads, the signal pipe, the signalfd (SEC-09, FSR-06).
+        if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) != 0 {
+            for fd in 3..1024 {
+                libc::close(fd);
+            }
+        }
+    }
+    if let Err(e) = seccomp::apply(&p.bpf) {
+        let mut msg = format!("paddock: {e}; the task was not run\n").into_bytes();
+        msg.truncate(512);
+        die(EXIT_SUPERVISOR, &msg);
+    }
+    let mut argv: Vec<*const libc::c_char> = p.argv.iter().map(|a| a.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    let mut envp: Vec<*const libc::c_char> = p.env.iter().map(|a| a.as_ptr()).collect();
+    envp.push(std::ptr::null());
+    let mut denied = false;
+    for cand in &p.candidates {
+        // SAFETY: NUL-terminated arrays of valid C strings that outlive the call.
+        unsafe { libc::execve(cand.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
+        let err = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        if err == libc::EACCES || err == libc::EPERM || err == libc::ENOEXEC || err == libc::EISDIR
+        {
+            denied = true;
+        }
+    }
+    let mut msg = b"paddock: ".to_vec();
+    msg.extend_from_slice(p.program.as_bytes());
+    if denied {
+        msg.extend_from_slice(b": permission denied (not executable)\n");
+        die(EXIT_NOT_EXECUTABLE, &msg)
+    }
+    msg.extend_from_slice(b": command not found in the sandbox\n");
+    die(EXIT_NOT_FOUND, &msg)
+}
+
+fn status_code(status: i32) -> i32 {
+    if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else if libc::WIFSIGNALED(status) {
+        128 + libc::WTERMSIG(status)
+    } else {
+        EXIT_SUPERVISOR
+    }
+}
+
+/// Relays signals and reaps until the task exits; returns its exit code.
+fn supervise(task: libc::pid_t, sfd: i32, mut signal_fd: Option<i32>) -> i32 {
+    loop {
+        let mut fds = [
+            libc::pollfd { fd: sfd, events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: signal_fd.unwrap_or(-1), events: libc::POLLIN, revents: 0 },
+        ];
+        // SAFETY: a valid array of two pollfd; a negative fd is ignored by poll.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, 1000) };
+        if n < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            // Should not happen; fall through to reaping so that we never spin blind.
+        }
+        if fds[0].revents != 0 {
+            let mut info = [0u8; std::mem::size_of::<libc::signalfd_siginfo>()];
+            // SAFETY: reading into a buffer of the right size; the fd is non-blocking.
+            while unsafe { libc::read(sfd, info.as_mut_ptr().cast(), info.len()) } > 0 {}
+        }
+        // Reap everything reparented to us; return when the task itself is gone.
+        loop {
+            let mut status = 0;
+            // SAFETY: waitpid with a valid status pointer.
+            let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+            if pid <= 0 {
+                break;
+            }
+            if pid == task {
+                // Whatever the task left in its group goes with it; the rest of the pid
+                // namespace dies when we, its pid 1, exit.
+                // SAFETY: signalling a process group we created.
+                unsafe { libc::kill(-task, libc::SIGKILL) };
+                return status_code(status);
+            }
+        }
+        if let Some(fd) = signal_fd
+            && fds[1].revents != 0
+        {
+            let mut buf = [0u8; 16];
+            // SAFETY: reading into a valid buffer.
+            let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+            if n <= 0 {
+                // The runner closed its end: no more polite signals.
+                // SAFETY: closing our own descriptor.
+                unsafe { libc::close(fd) };
+                signal_fd = None;
+            } else {
+                for &sig in &buf[..usize::try_from(n).unwrap_or(0)] {
+                    if is_polite(i32::from(sig)) {
+                        // SAFETY: signalling the task's process group.
+                        unsafe { libc::kill(-task, i32::from(sig)) };
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The signals the runner may relay.
+fn is_polite(sig: i32) -> bool {
+    matches!(
+        sig,
+        libc::SIGINT | libc::SIGTERM | libc::SIGHUP | libc::SIGQUIT | libc::SIGUSR1 | libc::SIGUSR2
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn args_accept_full_or_trailing_argv() {
+        let full: Vec<OsString> =
+            ["paddock", "__supervise", "--payload-fd", "4"].iter().map(Into::into).collect();
+        assert_eq!(parse_args(&full), Ok(4));
+        assert_eq!(parse_args(&full[2..]), Ok(4));
+        assert!(parse_args(&full[..2]).is_err());
+    }
+
+    #[test]
+    fn exit_codes_follow_the_shell() {
+        assert_eq!(status_code(3 << 8), 3);
+        assert_eq!(status_code(libc::SIGKILL), 137);
+    }
+}

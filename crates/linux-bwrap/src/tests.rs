@@ -1,0 +1,412 @@
+//! Plan snapshots: argv and filter rules for representative policies. Pure, so they run on
+//! every OS. Update with `UPDATE_EXPECT=1`.
+
+use std::ffi::OsString;
+
+use expect_test::{Expect, expect};
+use paddock_policy::{
+    AbsPathBuf, Backend, DenyAnchor, Exception, FileKind, HostFacts, IgnoreRules, ItemizeMode,
+    NetworkPolicy, Origin, ProtectedPath, ProtectedState, ReportScope, ResolvedPolicy, Task,
+    UnixSockets, WriteGrant,
+};
+
+use crate::LinuxBwrap;
+use crate::payload::SupervisorPayload;
+use crate::seccomp::{self, FilterOptions};
+
+fn abs(p: &str) -> AbsPathBuf {
+    AbsPathBuf::new_lexical(p).unwrap()
+}
+
+/// The default-like policy: `~` denied except the project, the project writable, `.git`
+/// pinned with its hooks and config protected, `.bashrc` missing in the project.
+pub(crate) fn policy() -> ResolvedPolicy {
+    ResolvedPolicy {
+        project_dir: abs("/home/u/proj"),
+        home: abs("/home/u"),
+        read_deny: vec![DenyAnchor {
+            path: abs("/home/u"),
+            kind: Some(FileKind::Dir),
+            exceptions: vec![Exception {
+                path: abs("/home/u/proj"),
+                kind: FileKind::Dir,
+                writable: true,
+            }],
+            origin: Origin::default_key("deny.read[0]"),
+        }],
+        write: vec![WriteGrant {
+            path: abs("/home/u/proj"),
+            kind: FileKind::Dir,
+            origin: Origin::default_key("allow.write[0]"),
+        }],
+        protected: vec![
+            ProtectedPath {
+                path: abs("/home/u/proj/.git/hooks"),
+                rule: ".git/hooks".into(),
+                state: ProtectedState::Exists { kind: FileKind::Dir },
+            },
+            ProtectedPath {
+                path: abs("/home/u/proj/.git/config"),
+                rule: ".git/config".into(),
+                state: ProtectedState::Exists { kind: FileKind::File },
+            },
+            ProtectedPath {
+                path: abs("/home/u/proj/.bashrc"),
+                rule: ".bashrc".into(),
+                state: ProtectedState::Missing { first_missing: abs("/home/u/proj/.bashrc") },
+            },
+            ProtectedPath {
+                path: abs("/home/u/proj/.vscode/settings.json"),
+                rule: ".vscode".into(),
+                state: ProtectedState::Missing { first_missing: abs("/home/u/proj/.vscode") },
+            },
+        ],
+        pinned: vec![abs("/home/u/proj/.git")],
+        globs: Vec::new(),
+        network: NetworkPolicy::Off,
+        unix_sockets: UnixSockets::None,
+        local_ports: Vec::new(),
+        host_ports: Vec::new(),
+        pty: false,
+        git_config: false,
+        system_info: false,
+        mach_lookup: Vec::new(),
+        weaker_when_nested: false,
+        private_tmp: true,
+        env: vec![("PATH".into(), "/usr/bin:/bin".into()), ("TMPDIR".into(), "/host/tmp".into())],
+        report: ReportScope {
+            within: vec![abs("/home/u/proj")],
+            linked: Vec::new(),
+            itemize: ItemizeMode::Auto,
+        },
+        ignore: IgnoreRules::default(),
+    }
+}
+
+pub(crate) fn task() -> Task {
+    Task {
+        program: "sh".into(),
+        args: vec!["-c".into(), "echo hi > out.txt".into()],
+        cwd: abs("/home/u/proj"),
+        runtime_dir: abs("/run/user/1000/paddock/t1"),
+    }
+}
+
+pub(crate) fn facts() -> HostFacts {
+    HostFacts {
+        bwrap: Some("/usr/bin/bwrap".into()),
+        bwrap_version: Some((0, 8, 0)),
+        self_exe: Some("/home/u/.cargo/bin/paddock".into()),
+        fresh_proc: true,
+        user_namespaces: true,
+        uid: 1000,
+        ..HostFacts::default()
+    }
+}
+
+/// The bwrap arguments of a plan, one op per line.
+fn bwrap_args(policy: &ResolvedPolicy, facts: &HostFacts) -> String {
+    let plan = LinuxBwrap.plan(policy, &task(), facts).unwrap();
+    let args = &plan.payloads.iter().find(|p| p.name == "bwrap-args").unwrap().bytes;
+    let mut out = String::new();
+    for arg in args.split(|b| *b == 0).filter(|a| !a.is_empty()) {
+        let arg = String::from_utf8_lossy(arg);
+        if arg.starts_with("--") && !out.is_empty() {
+            out.push('\n');
+        } else if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(&arg);
+    }
+    out.push('\n');
+    out
+}
+
+#[track_caller]
+fn check(policy: &ResolvedPolicy, facts: &HostFacts, expect: Expect) {
+    expect.assert_eq(&bwrap_args(policy, facts));
+}
+
+#[test]
+fn default_policy_argv() {
+    check(
+        &policy(),
+        &facts(),
+        expect![[r#"
+            --unshare-all
+            --unshare-user
+            --disable-userns
+            --as-pid-1
+            --die-with-parent
+            --new-session
+            --cap-drop ALL
+            --ro-bind / /
+            --dev /dev
+            --tmpfs /home/u
+            --bind /home/u/proj /home/u/proj
+            --bind /home/u/proj/.git /home/u/proj/.git
+            --proc /proc
+            --tmpfs /tmp
+            --ro-bind /home/u/proj/.bashrc /home/u/proj/.bashrc
+            --ro-bind /home/u/proj/.git/config /home/u/proj/.git/config
+            --ro-bind /home/u/proj/.git/hooks /home/u/proj/.git/hooks
+            --ro-bind /home/u/proj/.vscode /home/u/proj/.vscode
+            --ro-bind /home/u/.cargo/bin/paddock /dev/.paddock-supervisor
+            --remount-ro /home/u
+        "#]],
+    );
+}
+
+#[test]
+fn plan_keeps_secrets_out_of_argv_and_env() {
+    let mut p = policy();
+    p.env.push(("API_KEY".into(), "s3cret".into()));
+    let plan = LinuxBwrap.plan(&p, &task(), &facts()).unwrap();
+    assert!(plan.env.is_empty(), "bwrap gets an empty environment");
+    let argv: Vec<&str> = plan.argv.iter().map(|a| a.to_str().unwrap()).collect();
+    assert_eq!(
+        argv,
+        ["bwrap", "--args", "3", "/dev/.paddock-supervisor", "__supervise", "--payload-fd", "4"]
+    );
+    let sup = plan.payloads.iter().find(|p| p.name == "supervisor").unwrap();
+    let payload = SupervisorPayload::from_bytes(&sup.bytes, 4).unwrap();
+    let env: Vec<(String, String)> = payload
+        .env
+        .iter()
+        .map(|(k, v)| (k.0.to_str().unwrap().into(), v.0.to_str().unwrap().into()))
+        .collect();
+    assert!(env.contains(&("API_KEY".into(), "s3cret".into())));
+    assert!(env.contains(&("TMPDIR".into(), "/tmp".into())), "TMPDIR is the private tmp: {env:?}");
+    assert!(!env.iter().any(|(_, v)| v == "/host/tmp"), "the host TMPDIR is replaced");
+    let args = &plan.payloads.iter().find(|p| p.name == "bwrap-args").unwrap().bytes;
+    assert!(!String::from_utf8_lossy(args).contains("s3cret"));
+    assert_eq!(
+        payload.args.iter().map(|a| a.0.clone()).collect::<Vec<OsString>>(),
+        ["sh", "-c", "echo hi > out.txt"]
+    );
+    assert_eq!(plan.signal_fd, Some(6));
+    let holders: Vec<(String, bool)> =
+        plan.placeholders.iter().map(|p| (p.path.to_string(), p.dir)).collect();
+    assert_eq!(
+        holders,
+        [("/home/u/proj/.bashrc".to_owned(), false), ("/home/u/proj/.vscode".to_owned(), true)]
+    );
+}
+
+#[test]
+fn nesting_anchor_in_grant_project_in_tmp_and_file_anchor() {
+    let mut p = policy();
+    // The project lives under /tmp (private tmp on), holds a denied `secrets` dir with one
+    // readable exception, and a denied file in the home directory.
+    p.project_dir = abs("/tmp/proj");
+    p.write = vec![WriteGrant {
+        path: abs("/tmp/proj"),
+        kind: FileKind::Dir,
+        origin: Origin::flag("--allow-write"),
+    }];
+    p.read_deny = vec![
+        DenyAnchor {
+            path: abs("/tmp/proj/secrets"),
+            kind: Some(FileKind::Dir),
+            exceptions: vec![Exception {
+                path: abs("/tmp/proj/secrets/public"),
+                kind: FileKind::Dir,
+                writable: false,
+            }],
+            origin: Origin::flag("--deny-read"),
+        },
+        DenyAnchor {
+            path: abs("/home/u/.git-credentials"),
+            kind: Some(FileKind::File),
+            exceptions: vec![],
+            origin: Origin::default_key("deny.read[1]"),
+        },
+        DenyAnchor {
+            path: abs("/home/u/.nothing"),
+            kind: None,
+            exceptions: vec![],
+            origin: Origin::flag("--deny-read"),
+        },
+    ];
+    p.protected = vec![ProtectedPath {
+        path: abs("/tmp/proj/secrets/.git/hooks"),
+        rule: ".git/hooks".into(),
+        state: ProtectedState::Exists { kind: FileKind::Dir },
+    }];
+    p.pinned = vec![];
+    check(
+        &p,
+        &facts(),
+        expect![[r#"
+            --unshare-all
+            --unshare-user
+            --disable-userns
+            --as-pid-1
+            --die-with-parent
+            --new-session
+            --cap-drop ALL
+            --ro-bind / /
+            --dev /dev
+            --perms 0000
+            --ro-bind-data 7 /home/u/.git-credentials
+            --proc /proc
+            --tmpfs /tmp
+            --bind /tmp/proj /tmp/proj
+            --tmpfs /tmp/proj/secrets
+            --ro-bind /tmp/proj/secrets/public /tmp/proj/secrets/public
+            --ro-bind /home/u/.cargo/bin/paddock /dev/.paddock-supervisor
+            --remount-ro /tmp/proj/secrets
+        "#]],
+    );
+}
+
+#[test]
+fn tmp_granted_network_on_unix_sockets_and_root_without_userns() {
+    let mut p = policy();
+    p.private_tmp = false;
+    p.write.push(WriteGrant {
+        path: abs("/tmp"),
+        kind: FileKind::Dir,
+        origin: Origin::flag("--allow-write"),
+    });
+    p.network = NetworkPolicy::On;
+    p.unix_sockets = UnixSockets::All;
+    p.protected.clear();
+    p.pinned.clear();
+    let mut f = facts();
+    f.user_namespaces = false;
+    f.uid = 0;
+    let plan = LinuxBwrap.plan(&p, &task(), &f).unwrap();
+    assert!(plan.diagnostics.iter().any(|d| d.contains("no user namespace")));
+    let sup = plan.payloads.iter().find(|p| p.name == "supervisor").unwrap();
+    assert!(String::from_utf8_lossy(&sup.bytes).contains("/run/user/1000/paddock/t1/tmp"));
+    check(
+        &p,
+        &f,
+        expect![[r#"
+            --unshare-all
+            --share-net
+            --as-pid-1
+            --die-with-parent
+            --new-session
+            --cap-drop ALL
+            --ro-bind / /
+            --dev /dev
+            --tmpfs /home/u
+            --bind /home/u/proj /home/u/proj
+            --proc /proc
+            --tmpfs /run/user/1000/paddock/t1/tmp
+            --bind /tmp /tmp
+            --ro-bind /home/u/.cargo/bin/paddock /dev/.paddock-supervisor
+            --remount-ro /home/u
+        "#]],
+    );
+}
+
+#[test]
+fn refuses_what_it_cannot_enforce() {
+    let refused =
+        |p: ResolvedPolicy, f: HostFacts| LinuxBwrap.plan(&p, &task(), &f).unwrap_err().to_string();
+    let mut p = policy();
+    p.network = NetworkPolicy::Filtered { allow: vec![], deny: vec![] };
+    assert!(refused(p, facts()).contains("allow.network (a domain list)"));
+    let mut p = policy();
+    p.local_ports = vec![8080];
+    assert!(refused(p, facts()).contains("allow.local-ports"));
+    let mut p = policy();
+    p.host_ports = vec![5432];
+    assert!(refused(p, facts()).contains("allow.host-ports"));
+    let mut f = facts();
+    f.bwrap = None;
+    assert!(refused(policy(), f).contains("apt install bubblewrap"));
+    let mut f = facts();
+    f.fresh_proc = false;
+    assert!(refused(policy(), f).contains("weaker-when-nested"));
+    let mut f = facts();
+    f.user_namespaces = false;
+    assert!(refused(policy(), f).contains("unprivileged_userns_clone"));
+}
+
+#[test]
+fn weaker_when_nested_masks_proc_and_says_so() {
+    let mut p = policy();
+    p.weaker_when_nested = true;
+    let mut f = facts();
+    f.fresh_proc = false;
+    let plan = LinuxBwrap.plan(&p, &task(), &f).unwrap();
+    assert!(plan.diagnostics.iter().any(|d| d.starts_with("weaker: no fresh /proc")));
+    let args = bwrap_args(&p, &f);
+    assert!(args.contains("--tmpfs /proc\n"), "{args}");
+    assert!(
+        !args.contains("--proc")
+            && !args.contains("--bind /proc")
+            && !args.contains("--ro-bind /proc")
+    );
+}
+
+#[test]
+fn filter_rules_without_unix_sockets() {
+    expect![[r#"
+        prelude: foreign arch -> kill; nr >= 0x40000000 (x32) -> EPERM
+        prelude: nr > 466 -> ENOSYS
+        socket: EPERM when (arg0 != 0x2 && arg0 != 0xa && arg0 != 0x10) || (arg0 == 0x10 && arg2 != 0x0)
+        socketpair: EPERM when (arg0 == 0x1 && arg1 & 0xf == 0x2) || (arg0 == 0x1 && arg1 & 0xf == 0x5)
+        ioctl: EPERM when (arg1 == 0x5412) || (arg1 == 0x541c)
+        clone: EPERM when (arg0 & 0x20000 == 0x20000) || (arg0 & 0x2000000 == 0x2000000) || (arg0 & 0x4000000 == 0x4000000) || (arg0 & 0x8000000 == 0x8000000) || (arg0 & 0x10000000 == 0x10000000) || (arg0 & 0x20000000 == 0x20000000) || (arg0 & 0x40000000 == 0x40000000)
+        clone3: ENOSYS
+        io_uring_setup: EPERM
+        io_uring_enter: EPERM
+        io_uring_register: EPERM
+        keyctl: EPERM
+        add_key: EPERM
+        request_key: EPERM
+        bpf: EPERM
+        perf_event_open: EPERM
+        userfaultfd: EPERM
+        mount: EPERM
+        umount2: EPERM
+        pivot_root: EPERM
+        chroot: EPERM
+        fsopen: EPERM
+        fsconfig: EPERM
+        fsmount: EPERM
+        fspick: EPERM
+        move_mount: EPERM
+        open_tree: EPERM
+        mount_setattr: EPERM
+        unshare: EPERM
+        setns: EPERM
+        kexec_load: EPERM
+        kexec_file_load: EPERM
+        init_module: EPERM
+        finit_module: EPERM
+        delete_module: EPERM
+        default: allow
+    "#]]
+    .assert_eq(&seccomp::render(&seccomp::rules(FilterOptions { unix_sockets: false })));
+}
+
+#[test]
+fn filter_rules_with_unix_sockets() {
+    let text = seccomp::render(&seccomp::rules(FilterOptions { unix_sockets: true }));
+    let head: Vec<&str> = text.lines().take(4).collect();
+    expect![[r#"
+        [
+            "prelude: foreign arch -> kill; nr >= 0x40000000 (x32) -> EPERM",
+            "prelude: nr > 466 -> ENOSYS",
+            "socket: EPERM when (arg0 != 0x2 && arg0 != 0xa && arg0 != 0x10 && arg0 != 0x1) || (arg0 == 0x10 && arg2 != 0x0)",
+            "ioctl: EPERM when (arg1 == 0x5412) || (arg1 == 0x541c)",
+        ]
+    "#]]
+    .assert_debug_eq(&head);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn every_rule_has_a_syscall_number_here() {
+    for rule in seccomp::rules(FilterOptions { unix_sockets: false }) {
+        assert!(seccomp::syscall_nr(rule.name).is_some(), "{} has no number", rule.name);
+    }
+    let bpf = seccomp::compile(&seccomp::rules(FilterOptions { unix_sockets: false })).unwrap();
+    assert_eq!(bpf.len() % 8, 0);
+}
