@@ -4,7 +4,8 @@
 //! The trace is generated here, deterministically: 24 threads opening files (a third of them
 //! missing, some names with spaces, quotes and escapes), a quarter of the calls split into
 //! `<unfinished ...>`/`resumed>` pairs as under real contention, plus the `fstat`/`read`/
-//! `close` traffic around each open. Run with
+//! `close` traffic around each open. The parser is measured through its iterator
+//! (`parse_slice`) and through internal iteration (`parse_slice_with`). Run with
 //! `cargo bench -p paddock-strace-parse --bench parse -- --measurement-time 5`.
 
 // A bench that cannot build its input should stop loudly.
@@ -13,7 +14,7 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use paddock_strace_parse::{Record, denials, parse_slice};
+use paddock_strace_parse::{DenialTracker, Record, denials, parse_slice, parse_slice_with};
 use regex::bytes::Regex;
 
 /// A small deterministic PRNG (xorshift), so the trace is the same on every run.
@@ -115,6 +116,29 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("paddock_denials", |b| {
         b.iter(|| denials(parse_slice(black_box(&input))).count())
+    });
+    // Internal iteration (`parse_slice_with`): the same parse, no buffering between parser
+    // and consumer.
+    g.bench_function("paddock_events_internal", |b| {
+        b.iter(|| {
+            let mut n = 0usize;
+            parse_slice_with(black_box(&input), |r| {
+                n += usize::from(matches!(r, Record::Event(_)))
+            });
+            n
+        })
+    });
+    g.bench_function("paddock_denials_internal", |b| {
+        b.iter(|| {
+            let mut tracker = DenialTracker::new();
+            let mut n = 0usize;
+            parse_slice_with(black_box(&input), |r| {
+                if let Record::Event(e) = r {
+                    n += usize::from(tracker.observe(&e).is_some());
+                }
+            });
+            n
+        })
     });
     g.bench_function("regex_baseline", |b| b.iter(|| regex_baseline(black_box(&input), &re)));
     g.finish();

@@ -91,6 +91,9 @@ impl<'a> Arg<'a> {
 
     /// The text without a trailing `/* ... */` comment (`-X verbose`, `/* 36 vars */`).
     pub fn without_comment(&self) -> &'a [u8] {
+        if memchr::memmem::find(self.raw, b"/*").is_none() {
+            return self.raw;
+        }
         match scan::top_level_find(self.raw, |c| c == b'/') {
             Some(i) if self.raw.get(i + 1) == Some(&b'*') => scan::trim(&self.raw[..i]),
             _ => self.raw,

@@ -4,13 +4,12 @@
 //! Every failed call is reported, whatever its errno: telling a sandbox denial (`EACCES`,
 //! `EPERM`, `EROFS`) from an ordinary miss (`ENOENT`) needs the policy, so it is not done here.
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use crate::args::{Arg, FdArg};
 use crate::event::{Event, EventKind, Record, Return, Syscall};
-use crate::pairing::MAX_PENDING;
-use crate::syscalls::{self, nth};
+use crate::pairing::{MAX_PENDING, PidMap};
+use crate::syscalls;
 
 /// One failed call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,14 +64,19 @@ impl Denial {
             incomplete: call.orphan,
         };
         let Some(spec) = syscalls::lookup(&call.name).filter(|_| !call.orphan) else { return d };
-        let args: Vec<Arg<'_>> = call.args().collect();
+        // No path argument of any call is past the sixth: a fixed array spares an allocation.
+        let mut args: [Option<Arg<'_>>; 8] = [None; 8];
+        for (slot, arg) in args.iter_mut().zip(call.args()) {
+            *slot = Some(arg);
+        }
         for ps in spec.paths {
-            let Some(s) = nth(&args, ps.path).and_then(|a| a.as_str()) else { continue };
-            let dirfd = ps.dirfd.and_then(|i| nth(&args, i)).and_then(|a| a.as_fd());
+            let Some(s) = nth(&args, Some(ps.path)).and_then(|a| a.as_str()) else { continue };
+            let dirfd = nth(&args, ps.dirfd).and_then(|a| a.as_fd());
             d.paths.push(PathArg { role: ps.role, dirfd, bytes: s.bytes, truncated: s.truncated });
         }
         if let Some(i) = spec.sockaddr {
-            let sun = nth(&args, i).and_then(|a| a.find_field("sun_path")).and_then(|a| a.as_str());
+            let sun =
+                nth(&args, Some(i)).and_then(|a| a.find_field("sun_path")).and_then(|a| a.as_str());
             if let Some(s) = sun {
                 d.paths.push(PathArg {
                     role: "sun_path",
@@ -84,7 +88,7 @@ impl Denial {
         }
         d.flags = spec
             .flags
-            .and_then(|i| nth(&args, i))
+            .and_then(|i| nth(&args, Some(i)))
             .map(|a| String::from_utf8_lossy(a.without_comment()).into_owned());
         d
     }
@@ -128,6 +132,11 @@ impl Denial {
     }
 }
 
+/// The argument at `index`, if there is one.
+fn nth<'a>(args: &[Option<Arg<'a>>], index: Option<usize>) -> Option<Arg<'a>> {
+    args.get(index?).copied().flatten()
+}
+
 /// Turns events into denials, one event at a time (a push API for callers that parse a live
 /// pipe).
 ///
@@ -136,7 +145,7 @@ impl Denial {
 /// interrupted call failing, and it is reported as such, in place of the `rt_sigreturn`.
 #[derive(Debug, Default)]
 pub struct DenialTracker {
-    interrupted: HashMap<Option<u32>, Denial>,
+    interrupted: PidMap<Denial>,
 }
 
 impl DenialTracker {

@@ -69,7 +69,9 @@ pub use denial::{Denial, DenialTracker, Denials, PathArg, denials};
 pub use error::{Error, PidText};
 pub use event::{Event, EventKind, Record, Return, Syscall, Timestamp};
 pub use pairing::{MAX_PENDING, Parser};
-pub use stream::{MAX_LINE, ReaderRecords, SliceRecords, parse_reader, parse_slice};
+pub use stream::{
+    MAX_LINE, ReaderRecords, SliceRecords, parse_reader, parse_slice, parse_slice_with,
+};
 pub use syscalls::CwdChange;
 
 /// The thread id of a `strace -ff -o PREFIX` file, taken from its name `PREFIX.<tid>`.

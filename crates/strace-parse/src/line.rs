@@ -259,10 +259,13 @@ fn parse_exit(s: &[u8]) -> Option<Body<'_>> {
 }
 
 fn parse_u32(t: &[u8]) -> Option<u32> {
-    if t.is_empty() || t.len() > 10 || !t.iter().all(u8::is_ascii_digit) {
+    if t.is_empty() || t.len() > 10 {
         return None;
     }
-    std::str::from_utf8(t).ok()?.parse().ok()
+    let v = t
+        .iter()
+        .try_fold(0u64, |acc, &c| c.is_ascii_digit().then(|| acc * 10 + u64::from(c - b'0')))?;
+    u32::try_from(v).ok()
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::error::{Error, PidText};
 use crate::event::{Event, EventKind, Record, Return, Syscall, Timestamp};
@@ -21,6 +22,42 @@ use crate::scan::find_close_paren;
 
 /// The most calls kept in flight at once; beyond it the oldest is given up (with a diagnostic).
 pub const MAX_PENDING: usize = 1 << 16;
+
+/// A multiplicative hasher for pid keys: the pending map is looked up on every call line, and
+/// pids are not attacker-chosen keys worth SipHash's cost (a log can only slow its own parse).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct PidHasher(u64);
+
+impl Hasher for PidHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u8(&mut self, n: u8) {
+        self.write_u64(u64::from(n));
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+}
+
+/// A map keyed by pid (`None` for lines without one).
+pub(crate) type PidMap<V> = HashMap<Option<u32>, V, BuildHasherDefault<PidHasher>>;
 
 /// The first half of a split call, waiting for its resume.
 #[derive(Debug)]
@@ -31,11 +68,83 @@ struct Pending {
     timestamp: Option<Timestamp>,
 }
 
+/// Where records go: a buffer, or a caller's closure (internal iteration, no buffering).
+pub(crate) trait Sink<'a> {
+    fn push(&mut self, record: Record<'a>);
+}
+
+impl<'a> Sink<'a> for Vec<Record<'a>> {
+    fn push(&mut self, record: Record<'a>) {
+        Vec::push(self, record);
+    }
+}
+
+/// A closure as a [`Sink`].
+struct FnSink<'f, F>(&'f mut F);
+
+impl<'a, F: FnMut(Record<'a>)> Sink<'a> for FnSink<'_, F> {
+    fn push(&mut self, record: Record<'a>) {
+        (self.0)(record);
+    }
+}
+
+/// The calls in flight, by pid, with a counting filter in front of the map: most lines are
+/// complete calls of threads with nothing pending, and the filter answers those without
+/// hashing.
+#[derive(Debug)]
+struct PendingMap {
+    map: PidMap<Pending>,
+    counts: Vec<u32>,
+}
+
+const FILTER_SLOTS: usize = 1024;
+
+impl Default for PendingMap {
+    fn default() -> Self {
+        PendingMap { map: PidMap::default(), counts: vec![0; FILTER_SLOTS] }
+    }
+}
+
+impl PendingMap {
+    fn slot(pid: Option<u32>) -> usize {
+        pid.map_or(0, |p| p as usize % FILTER_SLOTS)
+    }
+
+    fn insert(&mut self, pid: Option<u32>, p: Pending) {
+        if self.map.insert(pid, p).is_none() {
+            self.counts[Self::slot(pid)] += 1;
+        }
+    }
+
+    fn remove(&mut self, pid: &Option<u32>) -> Option<Pending> {
+        let slot = Self::slot(*pid);
+        if self.counts[slot] == 0 {
+            return None;
+        }
+        let p = self.map.remove(pid)?;
+        self.counts[slot] -= 1;
+        Some(p)
+    }
+
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    fn oldest(&self) -> Option<Option<u32>> {
+        self.map.iter().min_by_key(|(_, p)| p.line).map(|(pid, _)| *pid)
+    }
+
+    fn drain(&mut self) -> impl Iterator<Item = (Option<u32>, Pending)> + '_ {
+        self.counts.iter_mut().for_each(|c| *c = 0);
+        self.map.drain()
+    }
+}
+
 /// A push parser: feed it lines, collect records. [`crate::parse_slice`] and
 /// [`crate::parse_reader`] drive one for you.
 #[derive(Debug, Default)]
 pub struct Parser {
-    pending: HashMap<Option<u32>, Pending>,
+    pending: PendingMap,
     /// The pid of the latest `<unfinished ...>` line, for `-Z` continuation lines.
     last_unfinished: Option<Option<u32>>,
     /// The pid for lines without a pid column (a `-ff` file).
@@ -64,6 +173,23 @@ impl Parser {
 
     /// Parses one line (without its `\n`), appending what it yields to `out`.
     pub fn push_line<'a>(&mut self, line: &'a [u8], out: &mut Vec<Record<'a>>) {
+        self.feed(line, out);
+    }
+
+    /// Parses one line (without its `\n`), handing each record to `f` as it is made.
+    ///
+    /// This is the internal-iteration form of [`Parser::push_line`]: nothing is buffered, so
+    /// it is the fastest way through a log.
+    pub fn feed_line<'a>(&mut self, line: &'a [u8], mut f: impl FnMut(Record<'a>)) {
+        self.feed(line, &mut FnSink(&mut f));
+    }
+
+    /// Like [`Parser::finish`], handing each record to `f`.
+    pub fn finish_with<'a>(&mut self, mut f: impl FnMut(Record<'a>)) {
+        self.finish_into(&mut FnSink(&mut f));
+    }
+
+    fn feed<'a>(&mut self, line: &'a [u8], out: &mut impl Sink<'a>) {
         self.line += 1;
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if let Some(mut joined) = self.carry.take() {
@@ -81,6 +207,10 @@ impl Parser {
     /// Flushes the calls still in flight at the end of the log: each becomes an event with
     /// [`Return::Unfinished`] and an [`Error::Unresumed`] diagnostic.
     pub fn finish<'a>(&mut self, out: &mut Vec<Record<'a>>) {
+        self.finish_into(out);
+    }
+
+    fn finish_into<'a>(&mut self, out: &mut impl Sink<'a>) {
         if let Some(carry) = self.carry.take() {
             let mut owned = Vec::new();
             self.push_whole(&carry, &mut owned);
@@ -96,7 +226,7 @@ impl Parser {
         self.last_unfinished = None;
     }
 
-    fn push_whole<'a>(&mut self, line: &'a [u8], out: &mut Vec<Record<'a>>) {
+    fn push_whole<'a>(&mut self, line: &'a [u8], out: &mut impl Sink<'a>) {
         if self.split_off_message(line, out) {
             return;
         }
@@ -112,7 +242,7 @@ impl Parser {
 
     /// strace's stderr output can end a partial line with `strace: Process N attached`; the
     /// line goes on at the start of the next one. Emits the message and keeps the start.
-    fn split_off_message<'a>(&mut self, line: &'a [u8], out: &mut Vec<Record<'a>>) -> bool {
+    fn split_off_message<'a>(&mut self, line: &'a [u8], out: &mut impl Sink<'a>) -> bool {
         if !(line.ends_with(b" attached") || line.ends_with(b" detached")) {
             return false;
         }
@@ -131,7 +261,7 @@ impl Parser {
     }
 
     /// A `-Z` continuation: the rest of the latest unfinished call, with no prefix at all.
-    fn try_continuation<'a>(&mut self, line: &'a [u8], out: &mut Vec<Record<'a>>) -> bool {
+    fn try_continuation<'a>(&mut self, line: &'a [u8], out: &mut impl Sink<'a>) -> bool {
         let Some(pid) = self.last_unfinished else { return false };
         let Some(p) = self.pending.remove(&pid) else { return false };
         match self.complete(pid, None, p, line) {
@@ -147,7 +277,7 @@ impl Parser {
         }
     }
 
-    fn on_line<'a>(&mut self, parsed: Line<'a>, out: &mut Vec<Record<'a>>) {
+    fn on_line<'a>(&mut self, parsed: Line<'a>, out: &mut impl Sink<'a>) {
         let pid = parsed.pid.or(self.default_pid);
         let line = self.line;
         let event = |kind| Record::Event(Event { line, pid, timestamp: parsed.timestamp, kind });
@@ -176,7 +306,12 @@ impl Parser {
                 }
                 let p = Pending {
                     name: name.to_owned(),
-                    args: args.to_vec(),
+                    args: {
+                        // Room for the rest of the arguments, which are joined on resume.
+                        let mut v = Vec::with_capacity(args.len() + 128);
+                        v.extend_from_slice(args);
+                        v
+                    },
                     line,
                     timestamp: parsed.timestamp,
                 };
@@ -229,7 +364,7 @@ impl Parser {
         timestamp: Option<Timestamp>,
         name: &'a str,
         rest: &'a [u8],
-        out: &mut Vec<Record<'a>>,
+        out: &mut impl Sink<'a>,
     ) {
         match self.pending.remove(&pid) {
             Some(p) if p.name == name => {
@@ -329,14 +464,14 @@ impl Parser {
     }
 
     /// A process ended: a call of it still in flight will never resume.
-    fn on_exit<'a>(&mut self, pid: Option<u32>, out: &mut Vec<Record<'a>>) {
+    fn on_exit<'a>(&mut self, pid: Option<u32>, out: &mut impl Sink<'a>) {
         if let Some(p) = self.pending.remove(&pid) {
             Self::give_up(pid, p, out);
         }
     }
 
-    fn evict_oldest<'a>(&mut self, out: &mut Vec<Record<'a>>) {
-        let oldest = self.pending.iter().min_by_key(|(_, p)| p.line).map(|(pid, _)| *pid);
+    fn evict_oldest<'a>(&mut self, out: &mut impl Sink<'a>) {
+        let oldest = self.pending.oldest();
         if let Some(pid) = oldest
             && let Some(p) = self.pending.remove(&pid)
         {
@@ -350,7 +485,7 @@ impl Parser {
 
     /// Reports a call that will never resume: a diagnostic plus an event, so the attempt and
     /// its arguments are not lost.
-    fn give_up<'a>(pid: Option<u32>, p: Pending, out: &mut Vec<Record<'a>>) {
+    fn give_up<'a>(pid: Option<u32>, p: Pending, out: &mut impl Sink<'a>) {
         out.push(Record::Diagnostic(Error::Unresumed {
             line: p.line,
             pid: PidText(pid),

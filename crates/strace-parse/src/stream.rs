@@ -17,6 +17,36 @@ pub fn parse_slice(input: &[u8]) -> SliceRecords<'_> {
     Parser::new().slice(input)
 }
 
+/// Parses a whole log held in memory, handing each record to `f` (internal iteration: no
+/// buffering between the parser and `f`, the fastest way through a log).
+///
+/// ```
+/// use paddock_strace_parse::{DenialTracker, Record, parse_slice_with};
+///
+/// let log = b"7 openat(AT_FDCWD, \"/x\", O_RDONLY) = -1 ENOENT (No such file or directory)\n";
+/// let mut tracker = DenialTracker::new();
+/// let mut failed = Vec::new();
+/// parse_slice_with(log, |record| {
+///     if let Record::Event(event) = record {
+///         failed.extend(tracker.observe(&event));
+///     }
+/// });
+/// assert_eq!(failed[0].paths[0].bytes, b"/x");
+/// ```
+pub fn parse_slice_with<'a>(input: &'a [u8], mut f: impl FnMut(Record<'a>)) {
+    let mut parser = Parser::new();
+    let mut rest = input;
+    while !rest.is_empty() {
+        let (line, next) = match memchr::memchr(b'\n', rest) {
+            Some(nl) => (&rest[..nl], &rest[nl + 1..]),
+            None => (rest, &rest[rest.len()..]),
+        };
+        parser.feed_line(line, &mut f);
+        rest = next;
+    }
+    parser.finish_with(f);
+}
+
 /// Parses a log as it is read: records come out line by line, so a caller sees events while
 /// the traced task still runs. Memory is bounded by [`MAX_LINE`] and the calls in flight.
 pub fn parse_reader<R: BufRead>(reader: R) -> ReaderRecords<R> {

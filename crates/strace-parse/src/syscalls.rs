@@ -4,7 +4,7 @@
 //! still parses and still counts as failed; it just has no paths (strings such as `write`
 //! buffers or `getxattr` names are not file names, so guessing from quotes would be wrong).
 
-use crate::args::{Arg, FdArg, StrArg};
+use crate::args::{FdArg, StrArg};
 use crate::event::{Return, Syscall};
 
 /// A path argument: its role (named as in the man page), its index, and the index of the
@@ -126,9 +126,4 @@ impl Syscall<'_> {
             _ => None,
         }
     }
-}
-
-/// The `n`th argument of a list already split.
-pub(crate) fn nth<'a>(args: &[Arg<'a>], n: usize) -> Option<Arg<'a>> {
-    args.get(n).copied()
 }
