@@ -7,7 +7,7 @@ use std::path::Path;
 
 use paddock_strace_parse::{
     Arg, DenialTracker, Event, EventKind, Fd, FdArg, Record, Return, Syscall, parse_reader,
-    parse_slice,
+    parse_slice, parse_slice_with,
 };
 
 fn show_bytes(b: &[u8]) -> String {
@@ -165,7 +165,8 @@ fn test_data_cases() {
                 input.display()
             );
             // The reader path must yield exactly what the slice path yields.
-            let via_reader: Vec<_> = parse_reader(&bytes[..])
+            // A tiny read buffer makes every line cross reads.
+            let via_reader: Vec<_> = parse_reader(std::io::BufReader::with_capacity(3, &bytes[..]))
                 .filter_map(|r| match r {
                     Record::Event(e) => Some(e),
                     Record::Diagnostic(_) => None,
@@ -178,6 +179,13 @@ fn test_data_cases() {
                 })
                 .collect();
             assert_eq!(via_reader, via_slice, "{}: reader and slice differ", input.display());
+            let mut via_with = Vec::new();
+            parse_slice_with(&bytes, |r| {
+                if let Record::Event(e) = r {
+                    via_with.push(e.into_owned());
+                }
+            });
+            assert_eq!(via_with, via_slice, "{}: internal iteration differs", input.display());
             expect_test::expect_file![input.with_extension("txt")].assert_eq(&rendered);
             n += 1;
         }
