@@ -39,6 +39,16 @@
 //! - **Denial**: a call that failed (`= -1 ERRNO`), with its paths, dirfds, flags and errno.
 //!   Whether it was the sandbox that said no is for the policy crate to decide.
 //!
+//! # Streaming and memory
+//!
+//! [`parse_reader`] reads any [`std::io::BufRead`] line by line and yields records as they
+//! complete, so events come out while the traced task still runs (paddock reads strace from a
+//! pipe). [`parse_slice`] does the same over bytes in memory without copying them, and
+//! [`parse_slice_with`] hands records to a closure instead (internal iteration, the fastest
+//! path). Memory is bounded whatever the log's size: one line (at most [`MAX_LINE`] bytes) and
+//! the calls in flight (at most [`MAX_PENDING`]). [`Parser`] is the push form of the same
+//! machine, for callers that own the read loop.
+//!
 //! # Supported input
 //!
 //! strace 6.x output with or without `-f`, `-ff` per-thread files (see [`ff_tid`] and
