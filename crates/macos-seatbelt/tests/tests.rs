@@ -1,0 +1,2 @@
+//! The end-to-end suite against the real `sandbox-exec` (macOS only).
+#![cfg(target_os = "macos")]
