@@ -262,13 +262,15 @@ fn collect() -> Probe {
     facts.strace = strace;
 
     let base = runtime_base();
-    let len = base.as_os_str().len() + RUNTIME_SUFFIX_ROOM;
-    if len > SOCKET_PATH_MAX {
+    let tmpdir_too_long = std::env::var_os("TMPDIR")
+        .is_some_and(|d| d.len() + RUNTIME_SUFFIX_ROOM > SOCKET_PATH_MAX && !base.starts_with(&d));
+    if tmpdir_too_long {
         report.push(
             "runtime-dir",
-            Status::Fail,
+            Status::Warn,
             format!(
-                "{} is too long for unix socket paths ({len} > {SOCKET_PATH_MAX} bytes)",
+                "TMPDIR is too long for unix socket paths (over {} bytes with a task's names); using {}",
+                SOCKET_PATH_MAX - RUNTIME_SUFFIX_ROOM,
                 base.display()
             ),
             Some("set TMPDIR (or XDG_RUNTIME_DIR) to a short directory such as /tmp"),
@@ -307,7 +309,7 @@ pub fn runtime_base() -> PathBuf {
     }
     let tmp = std::env::var_os("TMPDIR")
         .map(PathBuf::from)
-        .filter(|d| d.is_absolute())
+        .filter(|d| d.is_absolute() && d.as_os_str().len() + RUNTIME_SUFFIX_ROOM <= SOCKET_PATH_MAX)
         .unwrap_or_else(|| "/tmp".into());
     tmp.join(format!("paddock-{uid}"))
 }

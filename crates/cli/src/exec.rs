@@ -1,0 +1,294 @@
+//! The one place that turns a [`SpawnPlan`] into a process.
+//!
+//! It creates the plan's placeholders (recording them in the runtime dir's manifest first,
+//! so a sweep after a crash can remove them), puts each payload in a memfd at the
+//! descriptor number the plan names, hands the read end of the signal pipe to the child,
+//! marks every other descriptor close-on-exec (FSR-06, ENV-03: no descriptor the runner
+//! inherited reaches the sandbox), clears the environment down to the plan's, and spawns the
+//! program in its own process group. Nothing else in the CLI spawns processes.
+
+// This module performs plans: it is the CLI's one caller of `Command::new`.
+#![allow(clippy::disallowed_methods)]
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io::{Seek, SeekFrom, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use anyhow::{Context, Result, bail};
+use paddock_policy::{Placeholder, SpawnPlan};
+
+/// File name of the placeholder manifest inside a runtime dir.
+pub const PLACEHOLDER_MANIFEST: &str = "placeholders";
+
+/// A spawned plan: the child, the write end of its signal pipe, and the placeholders to
+/// remove when it is done.
+#[derive(Debug)]
+pub struct Spawned {
+    /// The child process (bwrap).
+    pub child: Child,
+    /// The write end of the signal pipe: one byte per polite signal. Dropping it tells the
+    /// supervisor no more will come.
+    pub signal_tx: Option<File>,
+    /// Removes the placeholders on drop.
+    pub placeholders: Placeholders,
+}
+
+/// How the child's stdout and stderr are connected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// The runner's own stdout and stderr.
+    Inherit,
+    /// Pipes the runner reads (`child.stdout`, `child.stderr`).
+    Piped,
+}
+
+/// Spawns `plan`. `runtime_dir`, when given, receives the placeholder manifest before any
+/// placeholder is created.
+pub fn spawn(plan: &SpawnPlan, output: Output, runtime_dir: Option<&Path>) -> Result<Spawned> {
+    let placeholders = Placeholders::create(&plan.placeholders, runtime_dir)?;
+
+    // The descriptors the child gets, as (source, target) pairs.
+    let mut keep: Vec<OwnedFd> = Vec::new();
+    let mut pairs: Vec<(RawFd, RawFd)> = Vec::new();
+    for payload in &plan.payloads {
+        let fd = memfd_with(&payload.name, &payload.bytes)
+            .with_context(|| format!("cannot prepare the {} payload", payload.name))?;
+        pairs.push((fd.as_raw_fd(), payload.fd));
+        keep.push(fd);
+    }
+    let mut signal_tx = None;
+    if let Some(target) = plan.signal_fd {
+        let (rx, tx) = pipe_cloexec().context("cannot create the signal pipe")?;
+        pairs.push((rx.as_raw_fd(), target));
+        keep.push(rx);
+        signal_tx = Some(File::from(tx));
+    }
+    let mut targets: Vec<RawFd> = pairs.iter().map(|p| p.1).collect();
+    targets.sort_unstable();
+    if targets.windows(2).any(|w| w[0] == w[1]) || targets.iter().any(|t| *t < 3) {
+        bail!("the plan hands two payloads the same descriptor, or one below 3");
+    }
+    let max_target = targets.last().copied().unwrap_or(2);
+
+    let mut cmd = Command::new(plan.program.as_path());
+    if let Some((argv0, rest)) = plan.argv.split_first() {
+        cmd.arg0(argv0).args(rest);
+    }
+    cmd.env_clear().envs(plan.env.iter().map(|(k, v)| (k, v))).current_dir(plan.cwd.as_path());
+    cmd.stdin(Stdio::inherit());
+    match output {
+        Output::Inherit => cmd.stdout(Stdio::inherit()).stderr(Stdio::inherit()),
+        Output::Piped => cmd.stdout(Stdio::piped()).stderr(Stdio::piped()),
+    };
+    cmd.process_group(0);
+    // SAFETY: the closure makes only async-signal-safe syscalls (fcntl, dup2, close_range)
+    // on data prepared before the fork, and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || place_fds(&pairs, max_target));
+    }
+    let child = cmd.spawn().with_context(|| format!("cannot start {}", plan.program))?;
+    drop(keep);
+    Ok(Spawned { child, signal_tx, placeholders })
+}
+
+/// In the forked child: moves each source descriptor to its target (first out of the way,
+/// so that a source sitting on another's target is not clobbered), then marks every other
+/// descriptor above 2 close-on-exec. std's own exec-error pipe is already close-on-exec and
+/// keeps working until the exec.
+fn place_fds(pairs: &[(RawFd, RawFd)], max_target: RawFd) -> std::io::Result<()> {
+    let mut high = [(-1, -1); 64];
+    if pairs.len() > high.len() {
+        return Err(std::io::Error::from_raw_os_error(libc::EMFILE));
+    }
+    for (i, (src, dst)) in pairs.iter().enumerate() {
+        // SAFETY: duplicating a descriptor we own to a free number at or above 100.
+        let moved = unsafe { libc::fcntl(*src, libc::F_DUPFD_CLOEXEC, 100 + max_target) };
+        if moved < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        high[i] = (moved, *dst);
+    }
+    for (moved, dst) in high.iter().take(pairs.len()) {
+        // SAFETY: dup2 onto the target clears close-on-exec there, which is the point.
+        if unsafe { libc::dup2(*moved, *dst) } < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    // Everything in 3..=max_target that is not a target, and everything above it.
+    for fd in 3..=max_target {
+        if !pairs.iter().any(|p| p.1 == fd) {
+            // SAFETY: fcntl on an arbitrary number; EBADF for a closed one is fine.
+            unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+        }
+    }
+    let first = u32::try_from(max_target + 1).unwrap_or(3);
+    // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only changes flags.
+    let rc =
+        unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
+    if rc != 0 {
+        // Kernels before 5.11: mark them one by one.
+        for fd in (max_target + 1)..65536 {
+            // SAFETY: as above.
+            unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+        }
+    }
+    Ok(())
+}
+
+fn memfd_with(name: &str, bytes: &[u8]) -> Result<OwnedFd> {
+    let cname = CString::new(format!("paddock-{name}")).unwrap_or_default();
+    // SAFETY: a valid NUL-terminated name; the result is checked.
+    let fd = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error()).context("memfd_create");
+    }
+    // SAFETY: memfd_create returned a fresh descriptor that we now own.
+    let mut file = unsafe { File::from_raw_fd(fd) };
+    file.write_all(bytes)?;
+    file.seek(SeekFrom::Start(0))?;
+    Ok(OwnedFd::from(file))
+}
+
+fn pipe_cloexec() -> Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: a valid two-int array; the result is checked.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("pipe2");
+    }
+    // SAFETY: pipe2 returned two fresh descriptors that we now own.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Placeholders created for a task: removed on drop, each only if it is still the empty
+/// file or directory paddock created (same inode, still empty).
+#[derive(Debug, Default)]
+pub struct Placeholders {
+    created: Vec<(PathBuf, bool, u64)>,
+}
+
+impl Placeholders {
+    /// Records `wanted` in the manifest (when a runtime dir is given), then creates each
+    /// without following symlinks (`O_CREAT | O_EXCL | O_NOFOLLOW`, `mkdir`), so that a link
+    /// planted where a placeholder goes is never written through (SYM-04).
+    pub fn create(wanted: &[Placeholder], runtime_dir: Option<&Path>) -> Result<Placeholders> {
+        let mut out = Placeholders::default();
+        if wanted.is_empty() {
+            return Ok(out);
+        }
+        if let Some(dir) = runtime_dir {
+            write_manifest(dir, wanted)?;
+        }
+        for p in wanted {
+            let path = p.path.as_path();
+            let made = if p.dir {
+                std::fs::create_dir(path)
+            } else {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .custom_flags(libc::O_NOFOLLOW)
+                    .mode(0o444)
+                    .open(path)
+                    .map(drop)
+            };
+            if let Err(e) = made {
+                drop(out);
+                return Err(e).with_context(|| {
+                    format!("cannot create the placeholder {} for a missing protected path", p.path)
+                });
+            }
+            let ino = std::fs::symlink_metadata(path).map(|m| m.ino()).unwrap_or(0);
+            out.created.push((path.to_path_buf(), p.dir, ino));
+        }
+        Ok(out)
+    }
+}
+
+impl Drop for Placeholders {
+    fn drop(&mut self) {
+        // Innermost first.
+        for (path, dir, ino) in self.created.iter().rev() {
+            remove_placeholder(path, *dir, *ino);
+        }
+    }
+}
+
+/// Removes a placeholder only if it is still the empty file or directory with inode `ino`
+/// (`ino == 0`: any empty one, for a sweep that never knew the inode).
+pub fn remove_placeholder(path: &Path, dir: bool, ino: u64) {
+    let Ok(meta) = std::fs::symlink_metadata(path) else { return };
+    if ino != 0 && meta.ino() != ino {
+        return;
+    }
+    if dir && meta.is_dir() {
+        // rmdir refuses a directory that is not empty.
+        let _ = std::fs::remove_dir(path);
+    } else if !dir && meta.is_file() && meta.len() == 0 {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+fn write_manifest(dir: &Path, wanted: &[Placeholder]) -> Result<()> {
+    let mut text = Vec::new();
+    for p in wanted {
+        text.extend_from_slice(if p.dir { b"d " } else { b"f " });
+        text.extend_from_slice(p.path.as_os_str().as_bytes());
+        text.push(0);
+    }
+    let path = dir.join(PLACEHOLDER_MANIFEST);
+    let mut f = File::create(&path).with_context(|| format!("cannot write {}", path.display()))?;
+    f.write_all(&text)?;
+    f.sync_all()?;
+    Ok(())
+}
+
+/// Reads a placeholder manifest: `(path, dir)` pairs.
+pub fn read_manifest(dir: &Path) -> Vec<(PathBuf, bool)> {
+    use std::os::unix::ffi::OsStringExt;
+    let Ok(bytes) = std::fs::read(dir.join(PLACEHOLDER_MANIFEST)) else { return Vec::new() };
+    bytes
+        .split(|b| *b == 0)
+        .filter_map(|rec| {
+            let (kind, path) = (rec.get(..2)?, rec.get(2..)?);
+            let path = PathBuf::from(std::ffi::OsString::from_vec(path.to_vec()));
+            path.is_absolute().then_some((path, kind == b"d "))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use paddock_policy::AbsPathBuf;
+
+    #[test]
+    fn placeholders_are_recorded_created_and_removed_only_if_untouched() {
+        let base = std::env::temp_dir().join(format!("paddock-exec-test-{}", std::process::id()));
+        std::fs::create_dir_all(&base).unwrap();
+        let a = base.join("hooks");
+        let b = base.join(".bashrc");
+        let wanted = vec![
+            Placeholder { path: AbsPathBuf::new_lexical(&a).unwrap(), dir: true },
+            Placeholder { path: AbsPathBuf::new_lexical(&b).unwrap(), dir: false },
+        ];
+        let holders = Placeholders::create(&wanted, Some(&base)).unwrap();
+        assert!(a.is_dir() && b.is_file());
+        assert_eq!(read_manifest(&base), vec![(a.clone(), true), (b.clone(), false)]);
+        // Someone wrote into one of them: it stays.
+        std::fs::write(a.join("user-file"), "x").unwrap();
+        drop(holders);
+        assert!(a.join("user-file").exists());
+        assert!(!b.exists());
+        // A symlink where a placeholder goes is never followed.
+        std::os::unix::fs::symlink(base.join("target"), &b).unwrap();
+        assert!(Placeholders::create(&wanted[1..], None).is_err());
+        assert!(!base.join("target").exists());
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+}
