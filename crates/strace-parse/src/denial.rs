@@ -4,6 +4,7 @@
 //! Every failed call is reported, whatever its errno: telling a sandbox denial (`EACCES`,
 //! `EPERM`, `EROFS`) from an ordinary miss (`ENOENT`) needs the policy, so it is not done here.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use crate::args::{Arg, FdArg};
@@ -24,10 +25,10 @@ pub struct Denial {
     pub paths: Vec<PathArg>,
     /// The flags or mode argument as printed (`O_RDONLY|O_CLOEXEC`, `R_OK`).
     pub flags: Option<String>,
-    /// The errno name (`ENOENT`).
-    pub errno: String,
+    /// The errno name (`ENOENT`); borrowed from a static table for the common ones.
+    pub errno: Cow<'static, str>,
     /// strace's text for the errno.
-    pub errno_text: String,
+    pub errno_text: Cow<'static, str>,
     /// Whether the start of the call was missing from the log (its paths are then unknown).
     pub incomplete: bool,
 }
@@ -59,8 +60,11 @@ impl Denial {
             syscall: call.name.to_string(),
             paths: Vec::new(),
             flags: None,
-            errno: errno.to_owned(),
-            errno_text: errno_text.to_owned(),
+            errno: intern(errno, ERRNOS.iter().map(|(name, _)| *name)),
+            errno_text: intern(
+                errno_text,
+                ERRNOS.iter().filter(|(n, _)| *n == errno).map(|(_, t)| *t),
+            ),
             incomplete: call.orphan,
         };
         let Some(spec) = syscalls::lookup(&call.name).filter(|_| !call.orphan) else { return d };
@@ -129,6 +133,62 @@ impl Denial {
         let _ =
             write!(s, "], \"truncated\": {}, \"errno\": \"{}\"}}", self.truncated(), self.errno);
         s
+    }
+}
+
+/// Errno names and strace's texts for them (glibc's `strerror`), so that the denials of a
+/// log share them instead of allocating each.
+const ERRNOS: &[(&str, &str)] = &[
+    ("ENOENT", "No such file or directory"),
+    ("EACCES", "Permission denied"),
+    ("EPERM", "Operation not permitted"),
+    ("EROFS", "Read-only file system"),
+    ("EEXIST", "File exists"),
+    ("ENOTDIR", "Not a directory"),
+    ("EISDIR", "Is a directory"),
+    ("EINVAL", "Invalid argument"),
+    ("EINTR", "Interrupted system call"),
+    ("EAGAIN", "Resource temporarily unavailable"),
+    ("EBADF", "Bad file descriptor"),
+    ("ECHILD", "No child processes"),
+    ("ELOOP", "Too many levels of symbolic links"),
+    ("ENAMETOOLONG", "File name too long"),
+    ("ENOTEMPTY", "Directory not empty"),
+    ("EXDEV", "Invalid cross-device link"),
+    ("ETXTBSY", "Text file busy"),
+    ("ENOEXEC", "Exec format error"),
+    ("ENOSYS", "Function not implemented"),
+    ("ENODATA", "No data available"),
+    ("ENOTTY", "Inappropriate ioctl for device"),
+    ("ESPIPE", "Illegal seek"),
+    ("EPIPE", "Broken pipe"),
+    ("ENOSPC", "No space left on device"),
+    ("EBUSY", "Device or resource busy"),
+    ("ENXIO", "No such device or address"),
+    ("ENODEV", "No such device"),
+    ("ESRCH", "No such process"),
+    ("ECONNREFUSED", "Connection refused"),
+    ("ENETUNREACH", "Network is unreachable"),
+    ("EHOSTUNREACH", "No route to host"),
+    ("ENOTCONN", "Transport endpoint is not connected"),
+    ("EADDRINUSE", "Address already in use"),
+    ("EADDRNOTAVAIL", "Cannot assign requested address"),
+    ("EAFNOSUPPORT", "Address family not supported by protocol"),
+    ("EPROTONOSUPPORT", "Protocol not supported"),
+    ("EOPNOTSUPP", "Operation not supported"),
+    ("ETIMEDOUT", "Connection timed out"),
+    ("ECONNRESET", "Connection reset by peer"),
+    ("EMFILE", "Too many open files"),
+    ("ENOMEM", "Cannot allocate memory"),
+    ("EFAULT", "Bad address"),
+    ("EDQUOT", "Disk quota exceeded"),
+];
+
+/// `s` as a static string when `candidates` has it, else owned.
+fn intern(s: &str, mut candidates: impl Iterator<Item = &'static str>) -> Cow<'static, str> {
+    match candidates.find(|c| *c == s) {
+        Some(c) => Cow::Borrowed(c),
+        None => Cow::Owned(s.to_owned()),
     }
 }
 
