@@ -1,5 +1,5 @@
 //! The macOS backend of paddock: a policy becomes a seatbelt profile (SBPL) run with
-//! `/usr/bin/sandbox-exec`, and the kernel's deny records become paddock [`Violation`]s.
+//! `/usr/bin/sandbox-exec`, and the kernel's deny records become paddock [`Violation`](paddock_policy::Violation)s.
 //!
 //! Planning is pure and works on every OS: [`MacosSeatbelt`] implements
 //! [`paddock_policy::Backend`], turning a [`ResolvedPolicy`](paddock_policy::ResolvedPolicy)
@@ -9,7 +9,7 @@
 //! written into the text (mach service names) are checked and refused, never escaped, if
 //! they could change its meaning (DESIGN decision 9). The parser of deny records
 //! ([`parse_log_line`]) is pure too. Starting `log stream` and probing `sandbox-exec` are
-//! macOS-only ([`macos`]).
+//! macOS-only (module `macos`, compiled on macOS only).
 //!
 //! # Example
 //!
@@ -64,6 +64,7 @@
 
 #![deny(missing_docs)]
 
+mod diagnose;
 mod env;
 mod error;
 mod glob;
@@ -79,6 +80,7 @@ pub mod macos;
 #[cfg(test)]
 mod tests;
 
+pub use diagnose::probe_verdict;
 pub use error::Error;
 pub use params::{Param, canonical as canonical_path};
 pub use plan::{

@@ -24,7 +24,7 @@
 //! 10. refusals that must hold whatever came before: LaunchServices, Apple Events and
 //!     `file-ioctl` on `/dev/tty`, unless granted.
 //!
-//! Every path is a parameter ([`crate::params`]); the text only names parameters.
+//! Every path is a parameter (`-D NAME=VALUE`); the text only names parameters.
 
 use std::ffi::OsString;
 use std::fmt::Write as _;

@@ -13,6 +13,7 @@ use std::process::Stdio;
 use paddock_policy::HostFacts;
 
 use super::command::command;
+use crate::diagnose::probe_verdict;
 use crate::error::Error;
 use crate::plan::SANDBOX_EXEC;
 
@@ -36,14 +37,8 @@ pub fn probe() -> Result<(), Error> {
             program: PathBuf::from(SANDBOX_EXEC),
             message: e.to_string(),
         })?;
-    if output.status.success() {
-        return Ok(());
-    }
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    if stderr.contains("sandbox_apply") {
-        return Err(Error::Nested { stderr });
-    }
-    Err(Error::ProbeFailed { status: output.status.to_string(), stderr })
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    probe_verdict(output.status.success(), &output.status.to_string(), &stderr)
 }
 
 /// The host facts this backend plans from: whether `sandbox-exec` exists, and paddock's own
