@@ -59,12 +59,16 @@ pub enum Error {
         /// The syscall that was left unfinished.
         syscall: String,
     },
-    /// More calls were in flight than the parser keeps; the oldest one was given up.
-    #[error("line {line}: more than {limit} unfinished calls in flight, gave up the oldest")]
+    /// More calls (or more of their bytes) were in flight than the parser keeps; the oldest
+    /// one, started at `line`, was given up.
+    #[error(
+        "line {line}: too much in flight (over {limit} unfinished calls, or over their byte \
+         limit), gave up the oldest"
+    )]
     TooManyPending {
         /// The line where the oldest pending call started.
         line: u64,
-        /// The limit.
+        /// The limit on calls in flight.
         limit: usize,
     },
 }

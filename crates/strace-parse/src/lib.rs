@@ -46,7 +46,7 @@
 //! pipe). [`parse_slice`] does the same over bytes in memory without copying them, and
 //! [`parse_slice_with`] hands records to a closure instead (internal iteration, the fastest
 //! path). Memory is bounded whatever the log's size: one line (at most [`MAX_LINE`] bytes) and
-//! the calls in flight (at most [`MAX_PENDING`]). [`Parser`] is the push form of the same
+//! the calls in flight (at most [`MAX_PENDING`] of them, [`MAX_PENDING_BYTES`] in all). [`Parser`] is the push form of the same
 //! machine, for callers that own the read loop.
 //!
 //! # Supported input
@@ -78,7 +78,7 @@ pub use args::{Arg, Args, Fd, FdArg, StrArg};
 pub use denial::{Denial, DenialTracker, Denials, PathArg, denials};
 pub use error::{Error, PidText};
 pub use event::{Event, EventKind, Record, Return, Syscall, Timestamp};
-pub use pairing::{MAX_PENDING, Parser};
+pub use pairing::{MAX_PENDING, MAX_PENDING_BYTES, Parser};
 pub use stream::{
     MAX_LINE, ReaderRecords, SliceRecords, parse_reader, parse_slice, parse_slice_with,
 };

@@ -2,7 +2,8 @@
 //! `<... NAME resumed>` by pid (a thread has at most one call in flight).
 //!
 //! Memory is bounded by what is in flight: one pending entry per thread that is inside a call,
-//! capped at [`MAX_PENDING`], plus at most one held line prefix for strace's stderr splice.
+//! capped at [`MAX_PENDING`] entries and [`MAX_PENDING_BYTES`] bytes, plus at most one held
+//! line prefix (at most [`crate::MAX_LINE`] bytes) for strace's stderr splice.
 //! Nothing else survives a line.
 //!
 //! Two strace quirks are handled here because they span lines:
@@ -19,9 +20,14 @@ use crate::error::{Error, PidText};
 use crate::event::{Event, EventKind, Record, Return, Syscall, Timestamp};
 use crate::line::{self, Body, Line};
 use crate::scan::find_close_paren;
+#[cfg(test)]
+use crate::stream::MAX_LINE;
 
 /// The most calls kept in flight at once; beyond it the oldest is given up (with a diagnostic).
 pub const MAX_PENDING: usize = 1 << 16;
+
+/// The most argument bytes kept for calls in flight; beyond it the oldest call is given up.
+pub const MAX_PENDING_BYTES: usize = 64 << 20;
 
 /// A multiplicative hasher for pid keys: the pending map is looked up on every call line, and
 /// pids are not attacker-chosen keys worth SipHash's cost (a log can only slow its own parse).
@@ -95,13 +101,15 @@ impl<'a, F: FnMut(Record<'a>)> Sink<'a> for FnSink<'_, F> {
 struct PendingMap {
     map: PidMap<Pending>,
     counts: Vec<u32>,
+    /// The argument bytes held by all pending calls.
+    bytes: usize,
 }
 
 const FILTER_SLOTS: usize = 1024;
 
 impl Default for PendingMap {
     fn default() -> Self {
-        PendingMap { map: PidMap::default(), counts: vec![0; FILTER_SLOTS] }
+        PendingMap { map: PidMap::default(), counts: vec![0; FILTER_SLOTS], bytes: 0 }
     }
 }
 
@@ -111,8 +119,10 @@ impl PendingMap {
     }
 
     fn insert(&mut self, pid: Option<u32>, p: Pending) {
-        if self.map.insert(pid, p).is_none() {
-            self.counts[Self::slot(pid)] += 1;
+        self.bytes += p.args.len();
+        match self.map.insert(pid, p) {
+            None => self.counts[Self::slot(pid)] += 1,
+            Some(old) => self.bytes -= old.args.len(),
         }
     }
 
@@ -123,6 +133,7 @@ impl PendingMap {
         }
         let p = self.map.remove(pid)?;
         self.counts[slot] -= 1;
+        self.bytes -= p.args.len();
         Some(p)
     }
 
@@ -136,6 +147,7 @@ impl PendingMap {
 
     fn drain(&mut self) -> impl Iterator<Item = (Option<u32>, Pending)> + '_ {
         self.counts.iter_mut().for_each(|c| *c = 0);
+        self.bytes = 0;
         self.map.drain()
     }
 }
@@ -256,7 +268,15 @@ impl Parser {
             timestamp: None,
             kind: EventKind::StraceMessage { text: Cow::Borrowed(&line[at + 8..]) },
         }));
-        self.carry = Some(line[..at].to_vec());
+        if at > crate::stream::MAX_LINE {
+            // Repeated splices must not grow a held line without bound.
+            out.push(Record::Diagnostic(Error::LineTooLong {
+                line: self.line,
+                limit: crate::stream::MAX_LINE,
+            }));
+        } else {
+            self.carry = Some(line[..at].to_vec());
+        }
         true
     }
 
@@ -301,8 +321,13 @@ impl Parser {
                 if let Some(old) = self.pending.remove(&pid) {
                     Self::give_up(pid, old, out);
                 }
-                if self.pending.len() >= MAX_PENDING {
-                    self.evict_oldest(out);
+                while self.pending.len() >= MAX_PENDING
+                    || (self.pending.len() > 0
+                        && self.pending.bytes + args.len() > MAX_PENDING_BYTES)
+                {
+                    if !self.evict_oldest(out) {
+                        break;
+                    }
                 }
                 let p = Pending {
                     name: name.to_owned(),
@@ -470,7 +495,8 @@ impl Parser {
         }
     }
 
-    fn evict_oldest<'a>(&mut self, out: &mut impl Sink<'a>) {
+    /// Gives up the oldest pending call; returns whether there was one.
+    fn evict_oldest<'a>(&mut self, out: &mut impl Sink<'a>) -> bool {
         let oldest = self.pending.oldest();
         if let Some(pid) = oldest
             && let Some(p) = self.pending.remove(&pid)
@@ -480,7 +506,9 @@ impl Parser {
                 limit: MAX_PENDING,
             }));
             Self::give_up(pid, p, out);
+            return true;
         }
+        false
     }
 
     /// Reports a call that will never resume: a diagnostic plus an event, so the attempt and
@@ -505,5 +533,63 @@ impl Parser {
                 orphan: false,
             }),
         }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn diagnostics(records: &[Record<'_>]) -> Vec<String> {
+        records
+            .iter()
+            .filter_map(|r| match r {
+                Record::Diagnostic(d) => Some(d.to_string()),
+                Record::Event(_) => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn pending_calls_are_capped() {
+        let mut parser = Parser::new();
+        let mut out = Vec::new();
+        for pid in 1..=MAX_PENDING + 2 {
+            let line = format!("{pid} read(0,  <unfinished ...>");
+            parser.feed_line(line.as_bytes(), |r| out.push(r.into_owned()));
+        }
+        assert_eq!(parser.pending.len(), MAX_PENDING);
+        let d = diagnostics(&out);
+        assert_eq!(d.len(), 4, "{d:?}");
+        assert!(d[0].starts_with("line 1: too much in flight"), "{d:?}");
+        assert!(d[1].starts_with("line 1: pid 1: `read` started here never resumed"), "{d:?}");
+    }
+
+    #[test]
+    fn pending_bytes_are_capped() {
+        let mut parser = Parser::new();
+        let big = "x".repeat(MAX_PENDING_BYTES / 3);
+        let lines: Vec<String> =
+            (1..=4).map(|pid| format!("{pid} write(1, \"{big}\", 1 <unfinished ...>")).collect();
+        let mut out = Vec::new();
+        for line in &lines {
+            parser.push_line(line.as_bytes(), &mut out);
+        }
+        assert!(parser.pending.bytes <= MAX_PENDING_BYTES);
+        assert_eq!(parser.pending.len(), 2);
+        assert_eq!(diagnostics(&out).len(), 4);
+    }
+
+    #[test]
+    fn spliced_messages_do_not_grow_a_held_line_forever() {
+        let mut parser = Parser::new();
+        let mut out = Vec::new();
+        let chunk = "y".repeat(MAX_LINE / 2);
+        for n in 0..4 {
+            let line = format!("{chunk}strace: Process {n} attached");
+            parser.feed_line(line.as_bytes(), |r| out.push(r.into_owned()));
+            assert!(parser.carry.as_ref().is_none_or(|c| c.len() <= MAX_LINE));
+        }
+        assert!(diagnostics(&out).iter().any(|d| d.contains("line longer than")));
     }
 }
