@@ -16,12 +16,16 @@ use std::io::{Seek, SeekFrom, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use anyhow::{Context, Result, bail};
 use paddock_policy::{Placeholder, SpawnPlan};
+
+/// The byte the supervisor sends up the signal channel once the task has started.
+pub const STARTED: u8 = paddock_linux_bwrap::supervisor::STARTED;
 
 /// File name of the placeholder manifest inside a runtime dir.
 pub const PLACEHOLDER_MANIFEST: &str = "placeholders";
@@ -32,9 +36,10 @@ pub const PLACEHOLDER_MANIFEST: &str = "placeholders";
 pub struct Spawned {
     /// The child process (bwrap).
     pub child: Child,
-    /// The write end of the signal pipe: one byte per polite signal. Dropping it tells the
-    /// supervisor no more will come.
-    pub signal_tx: Option<File>,
+    /// The runner's end of the signal channel: one byte per polite signal down; one byte
+    /// ([`STARTED`]) up once the task has started. Dropping it tells the supervisor no more
+    /// signals will come.
+    pub signal_tx: Option<UnixStream>,
     /// Removes the placeholders on drop.
     pub placeholders: Placeholders,
 }
@@ -64,10 +69,13 @@ pub fn spawn(plan: &SpawnPlan, output: Output, runtime_dir: Option<&Path>) -> Re
     }
     let mut signal_tx = None;
     if let Some(target) = plan.signal_fd {
-        let (rx, tx) = pipe_cloexec().context("cannot create the signal pipe")?;
-        pairs.push((rx.as_raw_fd(), target));
-        keep.push(rx);
-        signal_tx = Some(File::from(tx));
+        // A stream socket pair rather than a pipe: the supervisor reads polite signals from
+        // it and writes back one byte once the task has started, which is how a sandbox
+        // that failed to set up (bwrap's own error, exit 1) is told from a task exiting 1.
+        let (ours, theirs) = UnixStream::pair().context("cannot create the signal channel")?;
+        pairs.push((theirs.as_raw_fd(), target));
+        keep.push(OwnedFd::from(theirs));
+        signal_tx = Some(ours);
     }
     let mut targets: Vec<RawFd> = pairs.iter().map(|p| p.1).collect();
     targets.sort_unstable();
@@ -153,16 +161,6 @@ fn memfd_with(name: &str, bytes: &[u8]) -> Result<OwnedFd> {
     file.write_all(bytes)?;
     file.seek(SeekFrom::Start(0))?;
     Ok(OwnedFd::from(file))
-}
-
-fn pipe_cloexec() -> Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: a valid two-int array; the result is checked.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(std::io::Error::last_os_error()).context("pipe2");
-    }
-    // SAFETY: pipe2 returned two fresh descriptors that we now own.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
 /// Placeholders created for a task: removed on drop, each only if it is still the empty

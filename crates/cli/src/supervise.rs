@@ -9,6 +9,7 @@
 
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -92,6 +93,7 @@ pub fn run_plan_in(
     let deadline = opts.timeout.map(|t| start + t);
     let mut kill_at: Option<Instant> = None;
     let mut timed_out = false;
+    let mut started = spawned.signal_tx.is_none();
     let status = loop {
         let now = Instant::now();
         if kill_at.is_some_and(|k| now >= k) {
@@ -107,12 +109,17 @@ pub fn run_plan_in(
         let wait_ms = next.map_or(-1, |n| {
             i32::try_from(n.saturating_duration_since(now).as_millis()).unwrap_or(i32::MAX).max(1)
         });
+        let channel = spawned.signal_tx.as_ref().filter(|_| !started).map_or(-1, |c| c.as_raw_fd());
         let mut fds = [
             libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: signals.read_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: channel, events: libc::POLLIN, revents: 0 },
         ];
-        // SAFETY: a valid array of two pollfd.
-        unsafe { libc::poll(fds.as_mut_ptr(), 2, wait_ms) };
+        // SAFETY: a valid array of three pollfd; a negative fd is ignored.
+        unsafe { libc::poll(fds.as_mut_ptr(), 3, wait_ms) };
+        if fds[2].revents != 0 {
+            started |= read_started(&mut spawned.signal_tx);
+        }
         if fds[1].revents != 0 {
             for sig in signals.drain() {
                 if kill_at.is_some() && !timed_out {
@@ -128,6 +135,9 @@ pub fn run_plan_in(
             break wait4(pid)?;
         }
     };
+    if !started {
+        started = read_started(&mut spawned.signal_tx);
+    }
     drop(spawned.signal_tx.take());
     let duration = start.elapsed();
 
@@ -158,6 +168,12 @@ pub fn run_plan_in(
     };
     if timed_out {
         exit_code = 124;
+    } else if !started {
+        // bwrap failed before the supervisor forked the task: paddock's own failure.
+        eprintln!(
+            "paddock: the sandbox could not be set up (bubblewrap's message is above); run `paddock check`"
+        );
+        exit_code = 125;
     }
     let signal = (!timed_out && (129..=128 + 64).contains(&exit_code)).then_some(exit_code - 128);
     let tv = |t: libc::timeval| {
@@ -202,7 +218,25 @@ fn tee<R: Read + Send + 'static, W: Write + Send + 'static>(
     });
 }
 
-fn polite(tx: &mut Option<std::fs::File>, sig: i32) {
+/// Reads what the supervisor sent up the channel; true once [`exec::STARTED`] arrived.
+/// A closed or failed channel is dropped.
+fn read_started(channel: &mut Option<UnixStream>) -> bool {
+    let Some(c) = channel.as_mut() else { return false };
+    let mut buf = [0u8; 16];
+    let _ = c.set_nonblocking(true);
+    let read = c.read(&mut buf);
+    let _ = c.set_nonblocking(false);
+    match read {
+        Ok(0) => {
+            *channel = None;
+            false
+        }
+        Ok(n) => buf[..n].contains(&exec::STARTED),
+        Err(_) => false,
+    }
+}
+
+fn polite(tx: &mut Option<UnixStream>, sig: i32) {
     if let Some(pipe) = tx {
         let byte = [u8::try_from(sig).unwrap_or(libc::SIGTERM as u8)];
         if pipe.write_all(&byte).is_err() {

@@ -23,6 +23,9 @@ pub const EXIT_SUPERVISOR: i32 = 125;
 pub const EXIT_NOT_EXECUTABLE: i32 = 126;
 /// Exit code when the program is not found.
 pub const EXIT_NOT_FOUND: i32 = 127;
+/// The byte written up the signal channel once the task has been forked: the runner tells a
+/// sandbox that never started (bwrap's own error) from a task that failed.
+pub const STARTED: u8 = b'S';
 
 /// The supervisor's entry point. `args` are the process arguments; everything up to and
 /// including `__supervise` is skipped, then `--payload-fd N` is expected. Returns the exit
@@ -155,7 +158,13 @@ fn run(args: &[OsString]) -> Result<i32, String> {
         child(&prepared, &mask);
     }
     // SAFETY: setpgid on our own child; failing (it already exec'd and did it) is harmless.
-    unsafe { libc::setpgid(pid, pid) };
+    // The write tells the runner the sandbox is up; a closed channel is not an error.
+    unsafe {
+        libc::setpgid(pid, pid);
+        if let Some(fd) = signal_fd {
+            libc::send(fd, [STARTED].as_ptr().cast(), 1, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT);
+        }
+    }
     Ok(supervise(pid, sfd, signal_fd))
 }
 

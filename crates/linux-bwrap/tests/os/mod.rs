@@ -1,0 +1,507 @@
+//! The runner, the fixtures, and the tests.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed step is a failed test
+
+mod probe;
+
+use std::ffi::OsString;
+use std::os::fd::IntoRawFd;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use paddock::supervise::{RunOptions, RunOutcome, run_plan_in};
+use paddock_linux_bwrap::LinuxBwrap;
+use paddock_policy::{
+    AbsPathBuf, Backend, DenyAnchor, Exception, FileKind, HostFacts, IgnoreRules, ItemizeMode,
+    NetworkPolicy, Origin, ProtectedPath, ProtectedState, ReportScope, ResolvedPolicy, SpawnPlan,
+    Task, UnixSockets, WriteGrant,
+};
+
+const SECRET: &str = "paddock-test-secret-4b1d";
+
+/// Dispatches the supervisor and probe roles, else runs every test.
+pub fn main() -> i32 {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    match args.get(1).and_then(|a| a.to_str()) {
+        Some("__supervise") => return paddock_linux_bwrap::supervisor::main_from_args(&args[2..]),
+        Some("__probe") => return probe::main(&args[2..]),
+        Some("__run_sleep") => return run_sleep(&args[2..]),
+        _ => {}
+    }
+    let filter = args
+        .iter()
+        .skip(1)
+        .filter_map(|a| a.to_str())
+        .find(|a| !a.starts_with('-'))
+        .map(str::to_owned);
+    if let Some(reason) = missing_sandbox() {
+        let required = std::env::var("CI").is_ok_and(|v| v == "true")
+            || std::env::var_os("PADDOCK_REQUIRE_OS_TESTS").is_some();
+        if required {
+            panic!("bubblewrap tests are required here (CI) but cannot run: {reason}");
+        }
+        println!("SKIPPED: the bubblewrap tests: {reason}");
+        println!("0 passed, 0 failed, {} skipped", TESTS.len());
+        return 0;
+    }
+    // A descriptor the runner holds without close-on-exec, and a secret in its environment:
+    // neither may reach the sandbox.
+    let leak = std::fs::File::open("/etc/hostname")
+        .or_else(|_| std::fs::File::open("/"))
+        .unwrap()
+        .into_raw_fd();
+    // SAFETY: single-threaded at this point; nothing reads the environment concurrently.
+    unsafe { std::env::set_var("PADDOCK_TEST_SECRET", SECRET) };
+    let _ = leak;
+
+    let (mut passed, mut failed) = (0, 0);
+    for (name, test) in TESTS {
+        if filter.as_deref().is_some_and(|f| !name.contains(f)) {
+            continue;
+        }
+        let result = std::panic::catch_unwind(test);
+        match result {
+            Ok(()) => {
+                println!("test {name} ... ok");
+                passed += 1;
+            }
+            Err(_) => {
+                println!("test {name} ... FAILED");
+                failed += 1;
+            }
+        }
+    }
+    println!("{passed} passed, {failed} failed");
+    i32::from(failed > 0)
+}
+
+type Test = fn();
+
+const TESTS: &[(&str, Test)] = &[
+    (
+        "deny_anchor_hides_content_but_exceptions_are_visible",
+        deny_anchor_hides_content_but_exceptions_are_visible,
+    ),
+    (
+        "write_grant_is_writable_and_the_rest_is_read_only",
+        write_grant_is_writable_and_the_rest_is_read_only,
+    ),
+    (
+        "protected_git_is_read_only_and_cannot_be_renamed",
+        protected_git_is_read_only_and_cannot_be_renamed,
+    ),
+    (
+        "missing_protected_name_cannot_be_created_and_leaves_nothing",
+        missing_protected_name_cannot_be_created_and_leaves_nothing,
+    ),
+    (
+        "private_tmp_hides_the_host_tmp_and_keeps_nothing",
+        private_tmp_hides_the_host_tmp_and_keeps_nothing,
+    ),
+    ("network_off_cannot_reach_host_loopback", network_off_cannot_reach_host_loopback),
+    (
+        "seccomp_blocks_io_uring_tiocsti_and_unix_sockets",
+        seccomp_blocks_io_uring_tiocsti_and_unix_sockets,
+    ),
+    ("no_descriptor_leaks_into_the_task", no_descriptor_leaks_into_the_task),
+    ("proc_1_shows_no_secret_and_only_sandbox_pids", proc_1_shows_no_secret_and_only_sandbox_pids),
+    ("exit_codes_follow_the_shell", exit_codes_follow_the_shell),
+    ("timeout_is_124_and_kills_after_grace", timeout_is_124_and_kills_after_grace),
+    ("a_corrupt_filter_fails_closed", a_corrupt_filter_fails_closed),
+    (
+        "kill_9_of_the_runner_takes_the_sandbox_with_it",
+        kill_9_of_the_runner_takes_the_sandbox_with_it,
+    ),
+];
+
+fn missing_sandbox() -> Option<String> {
+    let probe = paddock_linux_bwrap::probe::probe();
+    if probe.facts.bwrap.is_none() {
+        return Some("bubblewrap is not installed (apt install bubblewrap)".to_owned());
+    }
+    if !probe.facts.fresh_proc {
+        return Some(
+            "bubblewrap cannot start a sandbox with a fresh /proc here (see `paddock check`)"
+                .to_owned(),
+        );
+    }
+    None
+}
+
+fn abs(p: impl AsRef<Path>) -> AbsPathBuf {
+    AbsPathBuf::new_lexical(p.as_ref()).unwrap()
+}
+
+/// A scratch tree: `home/` (denied except `home/proj`), `home/proj` writable with a `.git`.
+struct Scratch {
+    root: PathBuf,
+    home: PathBuf,
+    proj: PathBuf,
+}
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let root = std::env::temp_dir().join(format!("pbw-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let home = root.join("home");
+        let proj = home.join("proj");
+        for d in [home.join(".ssh"), proj.join(".git/hooks"), proj.join("src")] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(home.join(".ssh/id_canary"), SECRET).unwrap();
+        std::fs::write(proj.join(".git/config"), "[core]\n").unwrap();
+        std::fs::write(proj.join("src/main.rs"), "fn main() {}\n").unwrap();
+        let root = root.canonicalize().unwrap();
+        Scratch { home: root.join("home"), proj: root.join("home/proj"), root }
+    }
+
+    /// The default-like policy over this tree.
+    fn policy(&self) -> ResolvedPolicy {
+        let proj = abs(&self.proj);
+        let protected = |rel: &str, kind| ProtectedPath {
+            path: proj.join(rel),
+            rule: rel.to_owned(),
+            state: ProtectedState::Exists { kind },
+        };
+        ResolvedPolicy {
+            project_dir: proj.clone(),
+            home: abs(&self.home),
+            read_deny: vec![DenyAnchor {
+                path: abs(&self.home),
+                kind: Some(FileKind::Dir),
+                exceptions: vec![Exception {
+                    path: proj.clone(),
+                    kind: FileKind::Dir,
+                    writable: true,
+                }],
+                origin: Origin::default_key("deny.read[0]"),
+            }],
+            write: vec![WriteGrant {
+                path: proj.clone(),
+                kind: FileKind::Dir,
+                origin: Origin::default_key("allow.write[0]"),
+            }],
+            protected: vec![
+                protected(".git/hooks", FileKind::Dir),
+                protected(".git/config", FileKind::File),
+            ],
+            pinned: vec![proj.join(".git")],
+            globs: Vec::new(),
+            network: NetworkPolicy::Off,
+            unix_sockets: UnixSockets::None,
+            local_ports: Vec::new(),
+            host_ports: Vec::new(),
+            pty: false,
+            git_config: false,
+            system_info: false,
+            mach_lookup: Vec::new(),
+            weaker_when_nested: false,
+            private_tmp: true,
+            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            report: ReportScope {
+                within: vec![proj],
+                linked: Vec::new(),
+                itemize: ItemizeMode::Off,
+            },
+            ignore: IgnoreRules::default(),
+        }
+    }
+
+    fn plan(&self, policy: &ResolvedPolicy, runtime: &Path, probe_args: &[&str]) -> SpawnPlan {
+        let task = Task {
+            program: std::env::current_exe().unwrap().into_os_string(),
+            args: std::iter::once("__probe")
+                .chain(probe_args.iter().copied())
+                .map(OsString::from)
+                .collect(),
+            cwd: abs(&self.proj),
+            runtime_dir: abs(runtime),
+        };
+        LinuxBwrap.plan(policy, &task, &facts()).unwrap()
+    }
+
+    /// Runs the probe under `policy` and returns its stdout.
+    fn run(&self, policy: &ResolvedPolicy, probe_args: &[&str]) -> String {
+        let outcome = self.run_outcome(policy, probe_args, None);
+        assert_eq!(outcome.exit_code, 0, "stderr: {}", String::from_utf8_lossy(&outcome.stderr));
+        String::from_utf8(outcome.stdout).unwrap()
+    }
+
+    fn run_outcome(
+        &self,
+        policy: &ResolvedPolicy,
+        probe_args: &[&str],
+        timeout: Option<Duration>,
+    ) -> RunOutcome {
+        let runtime = paddock::runtime_dir::RuntimeDir::create().unwrap();
+        let plan = self.plan(policy, runtime.path().as_path(), probe_args);
+        let opts = RunOptions { timeout, grace: Duration::from_millis(500), capture: true };
+        run_plan_in(&plan, &opts, Some(runtime.path().as_path())).unwrap()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+fn facts() -> HostFacts {
+    let mut facts = paddock_linux_bwrap::probe::probe().facts.clone();
+    // The supervisor is this very binary (its `main` dispatches `__supervise`).
+    facts.self_exe = Some(std::env::current_exe().unwrap());
+    facts
+}
+
+fn value<'a>(out: &'a str, key: &str) -> &'a str {
+    out.lines()
+        .find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix('=')))
+        .unwrap_or_else(|| panic!("no {key}= in probe output:\n{out}"))
+}
+
+const ENOENT: &str = "err:2";
+const EACCES: &str = "err:13";
+const EROFS: &str = "err:30";
+const EBUSY: &str = "err:16";
+
+fn deny_anchor_hides_content_but_exceptions_are_visible() {
+    let s = Scratch::new("deny");
+    let p = s.policy();
+    let secret = s.home.join(".ssh/id_canary");
+    let out = s.run(&p, &["read", secret.to_str().unwrap()]);
+    assert!([ENOENT, EACCES].contains(&value(&out, "read")), "{out}");
+    let out = s.run(&p, &["ls", s.home.to_str().unwrap()]);
+    assert_eq!(value(&out, "ls"), "ok:proj", "only the path to the project is listed");
+    let out = s.run(&p, &["read", s.proj.join("src/main.rs").to_str().unwrap()]);
+    assert_eq!(value(&out, "read"), "ok:fn main() {}");
+}
+
+fn write_grant_is_writable_and_the_rest_is_read_only() {
+    let s = Scratch::new("write");
+    let p = s.policy();
+    let out = s.run(&p, &["write", s.proj.join("out.txt").to_str().unwrap()]);
+    assert_eq!(value(&out, "write"), "ok");
+    assert_eq!(std::fs::read_to_string(s.proj.join("out.txt")).unwrap(), "pwn");
+    // (The scratch tree itself is under /tmp, which is private in the sandbox.)
+    let outside = PathBuf::from(format!("/var/tmp/pbw-outside-{}", std::process::id()));
+    let out = s.run(&p, &["write", outside.to_str().unwrap()]);
+    assert_eq!(value(&out, "write"), EROFS);
+    assert!(!outside.exists());
+    // Under the (read-only) deny anchor, writes fail rather than vanish into its tmpfs.
+    let out = s.run(&p, &["write", s.home.join("x").to_str().unwrap()]);
+    assert_eq!(value(&out, "write"), EROFS);
+}
+
+fn protected_git_is_read_only_and_cannot_be_renamed() {
+    let s = Scratch::new("git");
+    let p = s.policy();
+    let out = s.run(&p, &["write", s.proj.join(".git/hooks/pre-commit").to_str().unwrap()]);
+    assert_eq!(value(&out, "write"), EROFS);
+    let out = s.run(&p, &["write", s.proj.join(".git/config").to_str().unwrap()]);
+    assert_eq!(value(&out, "write"), EROFS);
+    let out = s.run(
+        &p,
+        &["rename", s.proj.join(".git").to_str().unwrap(), s.proj.join("x").to_str().unwrap()],
+    );
+    assert_eq!(value(&out, "rename"), EBUSY);
+    // The rest of .git stays writable (git works).
+    let out = s.run(&p, &["write", s.proj.join(".git/HEAD").to_str().unwrap()]);
+    assert_eq!(value(&out, "write"), "ok");
+    assert!(s.proj.join(".git/config").exists() && !s.proj.join("x").exists());
+}
+
+fn missing_protected_name_cannot_be_created_and_leaves_nothing() {
+    let s = Scratch::new("missing");
+    let mut p = s.policy();
+    let bashrc = abs(&s.proj).join(".bashrc");
+    let vscode = abs(&s.proj).join(".vscode/settings.json");
+    p.protected.push(ProtectedPath {
+        path: bashrc.clone(),
+        rule: ".bashrc".into(),
+        state: ProtectedState::Missing { first_missing: bashrc.clone() },
+    });
+    p.protected.push(ProtectedPath {
+        path: vscode.clone(),
+        rule: ".vscode".into(),
+        state: ProtectedState::Missing { first_missing: abs(&s.proj).join(".vscode") },
+    });
+    let out = s.run(&p, &["write", bashrc.as_path().to_str().unwrap()]);
+    assert!([EROFS, EACCES].contains(&value(&out, "write")), "{out}");
+    let out = s.run(&p, &["write", vscode.as_path().to_str().unwrap()]);
+    assert_eq!(value(&out, "write"), EROFS);
+    let out = s.run(&p, &["mkdir", s.proj.join(".vscode").to_str().unwrap()]);
+    assert!(value(&out, "mkdir").starts_with("err:"), "{out}");
+    let mut left: Vec<String> = std::fs::read_dir(&s.proj)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, [".git", "src"], "no placeholder is left on the host");
+}
+
+fn private_tmp_hides_the_host_tmp_and_keeps_nothing() {
+    let s = Scratch::new("tmp");
+    let p = s.policy();
+    let host_canary = std::env::temp_dir().join(format!("pbw-canary-{}", std::process::id()));
+    std::fs::write(&host_canary, SECRET).unwrap();
+    let out = s.run(&p, &["read", host_canary.to_str().unwrap()]);
+    assert_eq!(value(&out, "read"), ENOENT);
+    let inside = format!("/tmp/pbw-written-{}", std::process::id());
+    let out = s.run(&p, &["write", &inside]);
+    assert_eq!(value(&out, "write"), "ok");
+    assert!(!Path::new(&inside).exists(), "the private /tmp never reaches the host");
+    let out = s.run(&p, &["proc1"]);
+    assert_eq!(value(&out, "tmpdir"), "/tmp");
+    std::fs::remove_file(&host_canary).unwrap();
+}
+
+fn network_off_cannot_reach_host_loopback() {
+    let s = Scratch::new("net");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let mut p = s.policy();
+    let out = s.run(&p, &["connect", &addr]);
+    assert_eq!(value(&out, "connect"), "err:111", "own network namespace: refused");
+    p.network = NetworkPolicy::On;
+    let out = s.run(&p, &["connect", &addr]);
+    assert_eq!(value(&out, "connect"), "ok", "network on shares the host's loopback");
+}
+
+fn seccomp_blocks_io_uring_tiocsti_and_unix_sockets() {
+    let s = Scratch::new("seccomp");
+    let mut p = s.policy();
+    let out = s.run(&p, &["syscalls"]);
+    for key in [
+        "io_uring_setup",
+        "tiocsti",
+        "tiocsti_hi",
+        "socket_unix",
+        "socketpair_dgram",
+        "socket_vsock",
+        "keyctl",
+    ] {
+        assert_eq!(value(&out, key), "1", "{key} must be EPERM:\n{out}");
+    }
+    assert_eq!(value(&out, "socketpair_stream"), "0");
+    assert_ne!(value(&out, "unshare_user"), "0", "no nested user namespace");
+    assert_eq!(value(&out, "Seccomp"), "2");
+    assert_eq!(value(&out, "NoNewPrivs"), "1");
+    p.unix_sockets = UnixSockets::All;
+    let out = s.run(&p, &["syscalls"]);
+    assert_eq!(value(&out, "socket_unix"), "0");
+    assert_eq!(value(&out, "socketpair_dgram"), "0");
+    assert_eq!(value(&out, "io_uring_setup"), "1");
+}
+
+fn no_descriptor_leaks_into_the_task() {
+    let s = Scratch::new("fds");
+    let out = s.run(&s.policy(), &["fds"]);
+    // 0-2 and the one `read_dir` itself opened.
+    assert_eq!(value(&out, "fds"), "0,1,2,3", "{out}");
+}
+
+fn proc_1_shows_no_secret_and_only_sandbox_pids() {
+    let s = Scratch::new("proc");
+    let out = s.run(&s.policy(), &["proc1"]);
+    assert!(!out.contains(SECRET), "{out}");
+    assert_eq!(value(&out, "environ"), EACCES, "the supervisor is non-dumpable");
+    assert!(value(&out, "cmdline").contains("__supervise --payload-fd 4"));
+    assert_eq!(value(&out, "pids"), "2", "the supervisor and the probe only");
+    assert_eq!(value(&out, "own_env_secret"), "false", "the runner's environment is not passed on");
+}
+
+fn exit_codes_follow_the_shell() {
+    let s = Scratch::new("exit");
+    let p = s.policy();
+    assert_eq!(s.run_outcome(&p, &["exit", "7"], None).exit_code, 7);
+    let runtime = paddock::runtime_dir::RuntimeDir::create().unwrap();
+    let mut plan = s.plan(&p, runtime.path().as_path(), &[]);
+    let opts = RunOptions { timeout: None, grace: Duration::from_millis(200), capture: true };
+    // A program that is not there: 127.
+    set_program(&mut plan, "no-such-program-xyz");
+    assert_eq!(run_plan_in(&plan, &opts, None).unwrap().exit_code, 127);
+    // A file that is not executable: 126.
+    set_program(&mut plan, s.proj.join("src/main.rs").to_str().unwrap());
+    assert_eq!(run_plan_in(&plan, &opts, None).unwrap().exit_code, 126);
+}
+
+fn set_program(plan: &mut SpawnPlan, program: &str) {
+    use paddock_linux_bwrap::payload::{Bytes, SupervisorPayload};
+    let sup = plan.payloads.iter_mut().find(|p| p.name == "supervisor").unwrap();
+    let mut payload = SupervisorPayload::from_bytes(&sup.bytes, 4).unwrap();
+    payload.program = Bytes(program.into());
+    payload.args = vec![Bytes(program.into())];
+    sup.bytes = payload.to_bytes();
+}
+
+fn timeout_is_124_and_kills_after_grace() {
+    let s = Scratch::new("timeout");
+    let start = std::time::Instant::now();
+    let outcome = s.run_outcome(&s.policy(), &["sleep"], Some(Duration::from_millis(300)));
+    assert!(outcome.timed_out);
+    assert_eq!(outcome.exit_code, 124);
+    assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());
+}
+
+fn a_corrupt_filter_fails_closed() {
+    let s = Scratch::new("sec08");
+    let runtime = paddock::runtime_dir::RuntimeDir::create().unwrap();
+    let target = s.proj.join("RAN");
+    let mut plan =
+        s.plan(&s.policy(), runtime.path().as_path(), &["write", target.to_str().unwrap()]);
+    let bpf = plan.payloads.iter_mut().find(|p| p.name == "seccomp-bpf").unwrap();
+    bpf.bytes = vec![0xff; 16];
+    let opts = RunOptions { timeout: None, grace: Duration::from_millis(200), capture: true };
+    let outcome = run_plan_in(&plan, &opts, None).unwrap();
+    assert_eq!(outcome.exit_code, 125, "{}", String::from_utf8_lossy(&outcome.stderr));
+    assert!(!target.exists(), "the task never ran");
+    assert!(String::from_utf8_lossy(&outcome.stderr).contains("seccomp"));
+}
+
+/// `__run_sleep MARKER`: performs a plan whose task sleeps, so a test can SIGKILL this runner.
+fn run_sleep(args: &[OsString]) -> i32 {
+    let s = Scratch::new(args.first().and_then(|a| a.to_str()).unwrap_or("sleep"));
+    let outcome = s.run_outcome(&s.policy(), &["sleep"], None);
+    outcome.exit_code
+}
+
+fn kill_9_of_the_runner_takes_the_sandbox_with_it() {
+    let marker = format!("k9-{}", std::process::id());
+    #[allow(clippy::disallowed_methods)] // a test spawning the runner it will kill
+    let mut runner = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["__run_sleep", &marker])
+        .spawn()
+        .unwrap();
+    let sandboxed = || {
+        // Processes under the runner: bwrap, the supervisor, the sleeping probe.
+        let mut found = Vec::new();
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { continue };
+            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            let alive = !stat.contains(") Z ");
+            if alive && String::from_utf8_lossy(&cmd).contains("__probe\0sleep") {
+                found.push(e.file_name().to_string_lossy().into_owned());
+            }
+        }
+        found
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while sandboxed().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "the sandboxed task never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SAFETY: SIGKILL to our own child.
+    unsafe { libc::kill(i32::try_from(runner.id()).unwrap(), libc::SIGKILL) };
+    runner.wait().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while !sandboxed().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "sandboxed processes survived kill -9 of the runner"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ =
+        std::fs::remove_dir_all(std::env::temp_dir().join(format!("pbw-{}-{marker}", runner.id())));
+}

@@ -1,0 +1,135 @@
+//! The in-sandbox probe: `__probe WHAT [ARG]` does one thing and prints `key=value` lines
+//! about what happened (errno numbers, file lists), for the tests to assert on.
+
+use std::ffi::OsString;
+
+fn errno_of(rc: i64) -> i32 {
+    if rc < 0 { std::io::Error::last_os_error().raw_os_error().unwrap_or(-1) } else { 0 }
+}
+
+fn syscall(nr: i64, a: [i64; 4]) -> i32 {
+    // SAFETY: probe syscalls with integer or valid-buffer arguments; only the errno matters.
+    errno_of(unsafe { libc::syscall(nr, a[0], a[1], a[2], a[3]) })
+}
+
+/// Runs the probe and returns the exit code.
+pub fn main(args: &[OsString]) -> i32 {
+    let what = args.first().and_then(|a| a.to_str()).unwrap_or("");
+    let arg = args.get(1).cloned().unwrap_or_default();
+    let mut buf = [0i64; 32];
+    let ptr = buf.as_mut_ptr() as i64;
+    match what {
+        "syscalls" => {
+            println!("io_uring_setup={}", syscall(libc::SYS_io_uring_setup, [1, ptr, 0, 0]));
+            println!("tiocsti={}", syscall(libc::SYS_ioctl, [0, 0x5412, ptr, 0]));
+            println!("tiocsti_hi={}", syscall(libc::SYS_ioctl, [0, 0x5412 | 1 << 32, ptr, 0]));
+            println!("socket_unix={}", syscall(libc::SYS_socket, [1, 1, 0, 0]));
+            println!("socketpair_dgram={}", syscall(libc::SYS_socketpair, [1, 2, 0, ptr]));
+            println!("socketpair_stream={}", syscall(libc::SYS_socketpair, [1, 1, 0, ptr]));
+            println!("socket_vsock={}", syscall(libc::SYS_socket, [40, 1, 0, 0]));
+            println!("keyctl={}", syscall(libc::SYS_keyctl, [0, 0, 0, 0]));
+            println!("unshare_user={}", syscall(libc::SYS_unshare, [0x1000_0000, 0, 0, 0]));
+            let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+            for line in
+                status.lines().filter(|l| l.starts_with("Seccomp:") || l.starts_with("NoNewPrivs:"))
+            {
+                println!("{}", line.replace(":\t", "="));
+            }
+            0
+        }
+        "fds" => {
+            let mut fds: Vec<String> = std::fs::read_dir("/proc/self/fd")
+                .map(|d| {
+                    d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect()
+                })
+                .unwrap_or_default();
+            fds.sort();
+            // One of them is the directory listing itself.
+            println!("fds={}", fds.join(","));
+            0
+        }
+        "read" => {
+            match std::fs::read(&arg) {
+                Ok(b) => println!("read=ok:{}", String::from_utf8_lossy(&b).trim()),
+                Err(e) => println!("read=err:{}", e.raw_os_error().unwrap_or(-1)),
+            }
+            0
+        }
+        "ls" => {
+            match std::fs::read_dir(&arg) {
+                Ok(d) => {
+                    let mut names: Vec<String> =
+                        d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+                    names.sort();
+                    println!("ls=ok:{}", names.join(","));
+                }
+                Err(e) => println!("ls=err:{}", e.raw_os_error().unwrap_or(-1)),
+            }
+            0
+        }
+        "write" => {
+            match std::fs::write(&arg, "pwn") {
+                Ok(()) => println!("write=ok"),
+                Err(e) => println!("write=err:{}", e.raw_os_error().unwrap_or(-1)),
+            }
+            0
+        }
+        "mkdir" => {
+            match std::fs::create_dir(&arg) {
+                Ok(()) => println!("mkdir=ok"),
+                Err(e) => println!("mkdir=err:{}", e.raw_os_error().unwrap_or(-1)),
+            }
+            0
+        }
+        "rename" => {
+            let to = args.get(2).cloned().unwrap_or_default();
+            match std::fs::rename(&arg, &to) {
+                Ok(()) => println!("rename=ok"),
+                Err(e) => println!("rename=err:{}", e.raw_os_error().unwrap_or(-1)),
+            }
+            0
+        }
+        "connect" => {
+            let addr: std::net::SocketAddr =
+                arg.to_str().and_then(|a| a.parse().ok()).unwrap_or(([127, 0, 0, 1], 1).into());
+            match std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(2)) {
+                Ok(_) => println!("connect=ok"),
+                Err(e) => println!("connect=err:{}", e.raw_os_error().unwrap_or(-1)),
+            }
+            0
+        }
+        "proc1" => {
+            let env = std::fs::read("/proc/1/environ");
+            println!(
+                "environ={}",
+                match &env {
+                    Ok(b) => String::from_utf8_lossy(b).replace('\0', " "),
+                    Err(e) => format!("err:{}", e.raw_os_error().unwrap_or(-1)),
+                }
+            );
+            let cmd = std::fs::read("/proc/1/cmdline").unwrap_or_default();
+            println!("cmdline={}", String::from_utf8_lossy(&cmd).replace('\0', " "));
+            let pids: Vec<String> = std::fs::read_dir("/proc")
+                .map(|d| {
+                    d.flatten()
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .filter(|n| n.chars().all(|c| c.is_ascii_digit()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            println!("pids={}", pids.len());
+            println!("tmpdir={}", std::env::var("TMPDIR").unwrap_or_default());
+            println!("own_env_secret={}", std::env::var("PADDOCK_TEST_SECRET").is_ok());
+            0
+        }
+        "sleep" => {
+            std::thread::sleep(std::time::Duration::from_secs(600));
+            0
+        }
+        "exit" => arg.to_str().and_then(|a| a.parse().ok()).unwrap_or(0),
+        _ => {
+            eprintln!("unknown probe {what:?}");
+            2
+        }
+    }
+}
