@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use paddock_strace_parse::{
-    Arg, DenialTracker, Event, EventKind, Fd, FdArg, Record, Return, Syscall, parse_reader,
-    parse_slice, parse_slice_with,
+    Arg, CwdChange, DenialTracker, Event, EventKind, Fd, FdArg, Record, Return, Syscall,
+    parse_reader, parse_slice, parse_slice_with,
 };
 
 fn show_bytes(b: &[u8]) -> String {
@@ -80,8 +80,14 @@ fn show_call(out: &mut String, c: &Syscall<'_>) {
     if let Some(r) = c.resuming() {
         let _ = write!(out, " [resuming {r}]");
     }
-    if let Some(cwd) = c.cwd_change() {
-        let _ = write!(out, " [cwd change {cwd:?}]");
+    match c.cwd_change() {
+        Some(CwdChange::Path(p)) => {
+            let _ = write!(out, " [cwd now b\"{}\"]", show_bytes(&p.bytes));
+        }
+        Some(CwdChange::Fd(fd)) => {
+            let _ = write!(out, " [cwd now {}]", show_fd(&fd));
+        }
+        _ => {}
     }
     out.push('\n');
     for (i, a) in c.args().enumerate() {
