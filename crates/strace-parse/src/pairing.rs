@@ -13,7 +13,7 @@
 //!   line; the message is cut out and the two halves of the line are joined.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::error::{Error, PidText};
@@ -103,13 +103,21 @@ struct PendingMap {
     counts: Vec<u32>,
     /// The argument bytes held by all pending calls.
     bytes: usize,
+    /// (start line, pid) in insertion order, for finding the oldest call in O(1) amortized;
+    /// entries whose call is gone are skipped lazily and compacted away.
+    order: VecDeque<(u64, Option<u32>)>,
 }
 
 const FILTER_SLOTS: usize = 1024;
 
 impl Default for PendingMap {
     fn default() -> Self {
-        PendingMap { map: PidMap::default(), counts: vec![0; FILTER_SLOTS], bytes: 0 }
+        PendingMap {
+            map: PidMap::default(),
+            counts: vec![0; FILTER_SLOTS],
+            bytes: 0,
+            order: VecDeque::new(),
+        }
     }
 }
 
@@ -120,6 +128,13 @@ impl PendingMap {
 
     fn insert(&mut self, pid: Option<u32>, p: Pending) {
         self.bytes += p.args.len();
+        self.order.push_back((p.line, pid));
+        if self.order.len() > 2 * self.map.len() + 64 {
+            let map = &self.map;
+            self.order.retain(|(line, pid)| map.get(pid).is_some_and(|p| p.line == *line));
+            // The new call is not in the map yet, so compaction dropped it: put it back.
+            self.order.push_back((p.line, pid));
+        }
         match self.map.insert(pid, p) {
             None => self.counts[Self::slot(pid)] += 1,
             Some(old) => self.bytes -= old.args.len(),
@@ -141,13 +156,20 @@ impl PendingMap {
         self.map.len()
     }
 
-    fn oldest(&self) -> Option<Option<u32>> {
-        self.map.iter().min_by_key(|(_, p)| p.line).map(|(pid, _)| *pid)
+    fn oldest(&mut self) -> Option<Option<u32>> {
+        while let Some(&(line, pid)) = self.order.front() {
+            if self.map.get(&pid).is_some_and(|p| p.line == line) {
+                return Some(pid);
+            }
+            self.order.pop_front();
+        }
+        None
     }
 
     fn drain(&mut self) -> impl Iterator<Item = (Option<u32>, Pending)> + '_ {
         self.counts.iter_mut().for_each(|c| *c = 0);
         self.bytes = 0;
+        self.order.clear();
         self.map.drain()
     }
 }
