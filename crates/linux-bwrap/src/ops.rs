@@ -311,6 +311,17 @@ pub(crate) fn abs(path: &str) -> AbsPathBuf {
 
 /// The missing protected paths' placeholders, outermost first, one per path: the runner
 /// creates each (empty dir or empty file) before the spawn and removes it after.
+///
+/// A protected name that does not exist must not be creatable in the sandbox, and bwrap
+/// cannot make a mount point inside the read-only root, so the runner creates an empty
+/// placeholder on the host that is bound read-only onto itself. Residual risks, accepted and
+/// documented: while the task runs the placeholder exists on the host (a concurrent host
+/// `git status` or login shell sees an empty `.bashrc`); after a `kill -9` of paddock it stays
+/// until the next run's sweep removes it (its runtime dir's manifest lists it); a host process
+/// that writes into it meanwhile keeps it (paddock only removes a placeholder that is still
+/// the empty file or directory it created); and placeholders are created without following a
+/// final symlink, but a parent directory swapped for a symlink by a concurrent host process
+/// between resolution and creation is followed (bwrap 0.8 has no `--bind-fd`).
 pub fn placeholders(policy: &ResolvedPolicy) -> Vec<paddock_policy::Placeholder> {
     let mut out: Vec<paddock_policy::Placeholder> = Vec::new();
     for p in &policy.protected {

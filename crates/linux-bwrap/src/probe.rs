@@ -275,6 +275,18 @@ fn collect() -> Probe {
             ),
             Some("set TMPDIR (or XDG_RUNTIME_DIR) to a short directory such as /tmp"),
         );
+    } else if !writable_ancestor(&base) {
+        report.push(
+            "runtime-dir",
+            Status::Fail,
+            format!(
+                "{} cannot be created: its nearest existing parent is not writable",
+                base.display()
+            ),
+            Some(
+                "set TMPDIR (or XDG_RUNTIME_DIR) to a short directory you can write, such as /tmp",
+            ),
+        );
     } else {
         report.push(
             "runtime-dir",
@@ -312,6 +324,15 @@ pub fn runtime_base() -> PathBuf {
         .filter(|d| d.is_absolute() && d.as_os_str().len() + RUNTIME_SUFFIX_ROOM <= SOCKET_PATH_MAX)
         .unwrap_or_else(|| "/tmp".into());
     tmp.join(format!("paddock-{uid}"))
+}
+
+/// Whether `path` exists as a writable directory, or its nearest existing ancestor is one.
+fn writable_ancestor(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Some(existing) = path.ancestors().find(|p| p.exists()) else { return false };
+    let Ok(c) = std::ffi::CString::new(existing.as_os_str().as_bytes()) else { return false };
+    // SAFETY: access with a valid NUL-terminated path.
+    existing.is_dir() && unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } == 0
 }
 
 fn nix_uid() -> u32 {

@@ -107,6 +107,10 @@ const TESTS: &[(&str, Test)] = &[
     ("proc_1_shows_no_secret_and_only_sandbox_pids", proc_1_shows_no_secret_and_only_sandbox_pids),
     ("exit_codes_follow_the_shell", exit_codes_follow_the_shell),
     ("timeout_is_124_and_kills_after_grace", timeout_is_124_and_kills_after_grace),
+    (
+        "sigterm_to_the_runner_reaches_the_task_politely",
+        sigterm_to_the_runner_reaches_the_task_politely,
+    ),
     ("a_corrupt_filter_fails_closed", a_corrupt_filter_fails_closed),
     (
         "kill_9_of_the_runner_takes_the_sandbox_with_it",
@@ -414,7 +418,9 @@ fn proc_1_shows_no_secret_and_only_sandbox_pids() {
 fn exit_codes_follow_the_shell() {
     let s = Scratch::new("exit");
     let p = s.policy();
-    assert_eq!(s.run_outcome(&p, &["exit", "7"], None).exit_code, 7);
+    let outcome = s.run_outcome(&p, &["exit", "7"], None);
+    assert_eq!(outcome.exit_code, 7);
+    assert!(outcome.max_rss_kib > 0 && outcome.cpu_time > Duration::ZERO, "rusage: {outcome:?}");
     let runtime = paddock::runtime_dir::RuntimeDir::create().unwrap();
     let mut plan = s.plan(&p, runtime.path().as_path(), &[]);
     let opts = RunOptions { timeout: None, grace: Duration::from_millis(200), capture: true };
@@ -442,6 +448,27 @@ fn timeout_is_124_and_kills_after_grace() {
     assert!(outcome.timed_out);
     assert_eq!(outcome.exit_code, 124);
     assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());
+}
+
+fn sigterm_to_the_runner_reaches_the_task_politely() {
+    let s = Scratch::new("sigterm");
+    let runner = std::process::id();
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(700));
+        // SAFETY: SIGTERM to this process, which `run_plan_in` catches while it runs.
+        unsafe { libc::kill(i32::try_from(runner).unwrap(), libc::SIGTERM) };
+    });
+    let runtime = paddock::runtime_dir::RuntimeDir::create().unwrap();
+    let plan = s.plan(&s.policy(), runtime.path().as_path(), &["sleep"]);
+    let opts = RunOptions { timeout: None, grace: Duration::from_secs(10), capture: true };
+    let start = std::time::Instant::now();
+    let outcome = run_plan_in(&plan, &opts, None).unwrap();
+    killer.join().unwrap();
+    // 143 = the task's own death by SIGTERM, relayed by the supervisor to its group; a kill
+    // of the sandbox after the grace period would be 137 and take 10 s.
+    assert_eq!(outcome.exit_code, 143, "{outcome:?}");
+    assert_eq!(outcome.signal, Some(libc::SIGTERM));
+    assert!(start.elapsed() < Duration::from_secs(5));
 }
 
 fn a_corrupt_filter_fails_closed() {
