@@ -453,6 +453,9 @@ fn timeout_is_124_and_kills_after_grace() {
 fn sigterm_to_the_runner_reaches_the_task_politely() {
     let s = Scratch::new("sigterm");
     let runner = std::process::id();
+    // Should the run end before the signal comes, the signal must not kill the test runner.
+    // SAFETY: setting a disposition; run_plan_in installs (and restores) its own meanwhile.
+    unsafe { libc::signal(libc::SIGTERM, libc::SIG_IGN) };
     let killer = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(700));
         // SAFETY: SIGTERM to this process, which `run_plan_in` catches while it runs.
@@ -464,6 +467,8 @@ fn sigterm_to_the_runner_reaches_the_task_politely() {
     let start = std::time::Instant::now();
     let outcome = run_plan_in(&plan, &opts, None).unwrap();
     killer.join().unwrap();
+    // SAFETY: back to the default disposition.
+    unsafe { libc::signal(libc::SIGTERM, libc::SIG_DFL) };
     // 143 = the task's own death by SIGTERM, relayed by the supervisor to its group; a kill
     // of the sandbox after the grace period would be 137 and take 10 s.
     assert_eq!(outcome.exit_code, 143, "{outcome:?}");
