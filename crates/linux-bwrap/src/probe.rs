@@ -85,6 +85,117 @@ pub fn probe() -> &'static Probe {
     PROBE.get_or_init(collect)
 }
 
+/// The facts for planning a run, cheaply: from a cache of an earlier full probe when it is
+/// still valid, else from [`probe`] (which refreshes the cache). Memoized per process.
+///
+/// Only a fully positive probe (user namespaces and a fresh `/proc` work) is cached, and the
+/// cache is keyed by the boot, the uid and the identity (inode, size, mtime) of the bwrap and
+/// strace binaries. A cache a task forged (it lives in the runner's private runtime base)
+/// can therefore only claim the strongest walls: if they are not really available, bwrap
+/// fails and the run exits 125 without running the task; it can never switch on a weaker
+/// mode (POL-13). `paddock check` always probes for real.
+pub fn facts() -> HostFacts {
+    static FACTS: OnceLock<HostFacts> = OnceLock::new();
+    FACTS.get_or_init(|| read_cache().unwrap_or_else(|| probe().facts.clone())).clone()
+}
+
+const CACHE_FILE: &str = "probe-v1";
+
+fn file_id(path: &Path) -> String {
+    std::fs::metadata(path).map_or_else(
+        |_| "-".to_owned(),
+        |m| format!("{}:{}:{}:{}", m.dev(), m.ino(), m.size(), m.mtime()),
+    )
+}
+
+fn cache_key(bwrap: Option<&Path>, strace: Option<&Path>) -> String {
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    format!(
+        "boot={} uid={} bwrap={}@{} strace={}@{}",
+        boot.trim(),
+        nix_uid(),
+        bwrap.map_or("-".into(), |p| p.display().to_string()),
+        bwrap.map_or("-".into(), file_id),
+        strace.map_or("-".into(), |p| p.display().to_string()),
+        strace.map_or("-".into(), file_id),
+    )
+}
+
+/// The cache file, if its directory is our own private one.
+fn cache_path() -> Option<PathBuf> {
+    let base = runtime_base();
+    let meta = std::fs::symlink_metadata(&base).ok()?;
+    (meta.is_dir() && meta.uid() == nix_uid() && meta.mode() & 0o077 == 0)
+        .then(|| base.join(CACHE_FILE))
+}
+
+fn read_cache() -> Option<HostFacts> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let bwrap =
+        BWRAP_PATHS.iter().map(Path::new).find(|p| p.exists() && trusted_helper(p).is_ok())?;
+    let strace =
+        STRACE_PATHS.iter().map(Path::new).find(|p| p.exists() && trusted_helper(p).is_ok());
+    let mut text = String::new();
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(cache_path()?)
+        .ok()?
+        .take(4096)
+        .read_to_string(&mut text)
+        .ok()?;
+    let mut lines = text.lines();
+    if lines.next()? != cache_key(Some(bwrap), strace) {
+        return None;
+    }
+    let version = |s: &str| parse_version(s);
+    let bwrap_version = version(lines.next()?.strip_prefix("bwrap-version=")?);
+    let strace_seccomp_bpf = lines.next()? == "strace-seccomp-bpf=true";
+    Some(HostFacts {
+        bwrap: Some(bwrap.to_path_buf()),
+        bwrap_version,
+        strace: strace.map(Path::to_path_buf),
+        strace_seccomp_bpf,
+        self_exe: std::env::current_exe().ok(),
+        fresh_proc: true,
+        user_namespaces: true,
+        uid: nix_uid(),
+        sandbox_exec: false,
+    })
+}
+
+fn write_cache(facts: &HostFacts) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let Some(path) = cache_path() else { return };
+    if !(facts.fresh_proc && facts.user_namespaces) {
+        // A negative probe invalidates what an earlier one cached.
+        let _ = std::fs::remove_file(&path);
+        return;
+    }
+    let v = facts.bwrap_version.map_or("-".to_owned(), |(a, b, c)| format!("{a}.{b}.{c}"));
+    let text = format!(
+        "{}\nbwrap-version={v}\nstrace-seccomp-bpf={}\n",
+        cache_key(facts.bwrap.as_deref(), facts.strace.as_deref()),
+        facts.strace_seccomp_bpf
+    );
+    // Written beside and renamed over, so a reader never sees half a file.
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(text.as_bytes()));
+    if written.is_ok() {
+        let _ = std::fs::rename(&tmp, &path);
+    } else {
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
+
 /// Whether a helper at `path` is trustworthy: a regular file owned by root, not writable by
 /// group or others. Returns the canonical path.
 pub fn trusted_helper(path: &Path) -> Result<PathBuf, String> {
@@ -305,6 +416,7 @@ fn collect() -> Probe {
         },
         None,
     );
+    write_cache(&facts);
     Probe { facts, report }
 }
 
@@ -367,6 +479,34 @@ mod tests {
         assert_eq!(parse_version("bubblewrap 0.8.0\n"), Some((0, 8, 0)));
         assert_eq!(parse_version("strace -- version 6.1\nCopyright"), Some((6, 1, 0)));
         assert_eq!(parse_version("nothing"), None);
+    }
+
+    #[test]
+    fn a_positive_probe_is_cached_and_a_forged_key_is_ignored() {
+        use std::os::unix::fs::DirBuilderExt;
+        let base = runtime_base();
+        let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&base);
+        let full = probe();
+        let cached = read_cache();
+        if full.facts.fresh_proc && full.facts.user_namespaces && cache_path().is_some() {
+            let cached = cached.expect("a positive probe is cached");
+            assert_eq!(cached.bwrap, full.facts.bwrap);
+            assert_eq!(cached.bwrap_version, full.facts.bwrap_version);
+            assert_eq!(cached.strace_seccomp_bpf, full.facts.strace_seccomp_bpf);
+            assert_eq!(facts().bwrap, full.facts.bwrap);
+            // A cache for another boot or another bwrap is not used.
+            let path = cache_path().unwrap();
+            let text = std::fs::read_to_string(&path).unwrap();
+            std::fs::write(&path, text.replacen("boot=", "boot=x", 1)).unwrap();
+            assert!(read_cache().is_none());
+            std::fs::write(&path, text).unwrap();
+        } else {
+            println!(
+                "SKIPPED: cache check: this host cannot sandbox fully ({:?})",
+                full.report.checks
+            );
+            assert!(cached.is_none() || cache_path().is_none());
+        }
     }
 
     #[test]
