@@ -115,8 +115,8 @@ fn place_fds(pairs: &[(RawFd, RawFd)], max_target: RawFd) -> std::io::Result<()>
         return Err(std::io::Error::from_raw_os_error(libc::EMFILE));
     }
     for (i, (src, dst)) in pairs.iter().enumerate() {
-        // SAFETY: duplicating a descriptor we own to a free number at or above 100.
-        let moved = unsafe { libc::fcntl(*src, libc::F_DUPFD_CLOEXEC, 100 + max_target) };
+        // SAFETY: duplicating a descriptor we own to a free number above every target.
+        let moved = unsafe { libc::fcntl(*src, libc::F_DUPFD_CLOEXEC, max_target + 1) };
         if moved < 0 {
             return Err(std::io::Error::last_os_error());
         }
