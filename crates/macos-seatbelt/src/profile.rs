@@ -25,6 +25,12 @@
 //!     `file-ioctl` on `/dev/tty`, unless granted.
 //!
 //! Every path is a parameter (`-D NAME=VALUE`); the text only names parameters.
+//!
+//! Every *deny* rule about a path also matches it case-insensitively (a `_CI` regex
+//! parameter): APFS volumes are case-insensitive by default, so `.GIT/HOOKS/pre-commit` is
+//! `.git/hooks/pre-commit` (security case SYM-07). Allow rules stay exact, so a different
+//! case can only lose access, never gain it. Unicode normalization aliases (`Café` in NFC
+//! and NFD) are not folded yet.
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
@@ -171,6 +177,16 @@ impl Writer<'_> {
         what: &str,
     ) -> Result<Vec<String>, Error> {
         self.params.add_path(name, path, filter).map_err(|bad| nul_error(origin, what, bad))
+    }
+
+    /// The case-insensitive twin of a deny rule's path (SYM-07): `(regex (param "NAME_CI"))`.
+    fn folded(&mut self, name: &str, path: &AbsPathBuf, subtree: bool) -> Result<String, Error> {
+        let re = glob::path_regex(params::canonical(path).as_os_str().as_encoded_bytes(), subtree);
+        let expr = self
+            .params
+            .add(format!("{name}_CI"), re.as_ref())
+            .map_err(|bad| nul_error(None, "a denied path", bad))?;
+        Ok(format!("(regex {expr})"))
     }
 
     fn header(&mut self) {
@@ -350,13 +366,14 @@ impl Writer<'_> {
             for (i, anchor) in policy.read_deny.iter().enumerate() {
                 let openings = openings(policy, anchor, tmpdir);
                 let what = "a read-deny anchor";
-                let a = self.path(
+                let mut a = self.path(
                     &format!("READ_DENY_{i}"),
                     &anchor.path,
                     "subpath",
                     Some(&anchor.origin),
                     what,
                 )?;
+                a.push(self.folded(&format!("READ_DENY_{i}"), &anchor.path, true)?);
                 let mut except = Vec::new();
                 for (j, o) in openings.iter().enumerate() {
                     let name = format!("READ_DENY_{i}_EXCEPT_{j}");
@@ -457,6 +474,7 @@ impl Writer<'_> {
                 let sub: Vec<String> =
                     f.iter().map(|l| l.replacen("(literal ", "(subpath ", 1)).collect();
                 f.extend(sub);
+                f.push(self.folded(&format!("PROTECTED_{i}"), &p.path, true)?);
                 let m = self.with_message();
                 self.line(&format!("(deny file-write* {} {m})", f.join(" ")));
             }
@@ -475,6 +493,7 @@ impl Writer<'_> {
                     None,
                     "a pinned directory",
                 )?);
+                f.push(self.folded(&format!("PINNED_{i}"), p, false)?);
             }
             for (i, p) in guards.iter().enumerate() {
                 f.extend(self.path(
@@ -484,6 +503,7 @@ impl Writer<'_> {
                     None,
                     "a directory above a deny anchor",
                 )?);
+                f.push(self.folded(&format!("GUARD_{i}"), p, false)?);
             }
             let m = self.with_message();
             self.line(&format!("(deny file-write-unlink {} {m})", f.join(" ")));
@@ -491,8 +511,10 @@ impl Writer<'_> {
         Ok(())
     }
 
-    /// The `(regex (param ...))` filters of a glob, one per spelling of its base.
+    /// The `(regex (param ...))` filters of a glob, one per spelling of its base; a
+    /// `deny.read` glob is case-folded (SYM-07), an allowing one is exact.
     fn glob(&mut self, i: usize, rule: &paddock_policy::GlobRule) -> Result<Vec<String>, Error> {
+        let fold = rule.kind == GlobKind::DenyRead;
         let pattern = rule.pattern.to_str();
         let mut exprs = Vec::new();
         for (k, base) in params::spellings(&rule.base).into_iter().enumerate() {
@@ -504,7 +526,7 @@ impl Writer<'_> {
                     fix: "name the files by a path instead of a pattern".to_owned(),
                 });
             };
-            let re = glob::to_regex(base_text, pattern).map_err(|e| Error::Invalid {
+            let re = glob::to_regex(base_text, pattern, fold).map_err(|e| Error::Invalid {
                 origin: rule.origin.clone(),
                 value: format!(
                     "{}/{}",

@@ -153,3 +153,17 @@ fn mac05_tmp_spellings_mean_the_same_walls() {
         assert_ok(&f.run(&p, &format!("touch {}", q(&dir.join("w/ok")))), "write the granted dir");
     }
 }
+
+#[test]
+fn sym07_other_case_spellings_of_protected_names_are_refused() {
+    if !require_os_sandbox() {
+        return;
+    }
+    let f = Fixture::new("sym07");
+    let p = f.p0();
+    assert_denied(&f.run(&p, "echo x > .GIT/HOOKS/pre-commit"), ".GIT/HOOKS");
+    assert!(!f.proj.join(".git/hooks/pre-commit").exists());
+    assert_denied(&f.run(&p, "echo x >> .BASHRC"), ".BASHRC");
+    assert!(!f.proj.join(".bashrc").exists() && !f.proj.join(".BASHRC").exists());
+    assert_denied(&f.run(&p, &format!("cat {}", q(&f.home.join(".SSH/id_canary")))), "~/.SSH");
+}

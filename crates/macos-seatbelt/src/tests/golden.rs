@@ -225,7 +225,7 @@ fn argv_layout() {
             |(i, a)| if i == 2 { "<profile>".to_owned() } else { a.to_string_lossy().into_owned() },
         )
         .collect();
-    expect!["sandbox-exec -p <profile> -D WRITE_0=/Users/u/proj -D READ_DENY_0=/Users/u -D READ_DENY_0_EXCEPT_0=/Users/u/proj -D TRAVERSE_0=/Users/u -D TMPDIR=/private/tmp/pdk-7f3a/tmp -D PROTECTED_0=/Users/u/proj/.git/hooks -D PROTECTED_1=/Users/u/proj/.git/config -D PROTECTED_2=/Users/u/proj/.bashrc -D PROTECTED_3=/Users/u/proj/paddock.toml -D PINNED_0=/Users/u/proj/.git -- make test"]
+    expect![[r#"sandbox-exec -p <profile> -D WRITE_0=/Users/u/proj -D READ_DENY_0=/Users/u -D READ_DENY_0_CI=^/[uU][sS][eE][rR][sS]/[uU](/.*)?$ -D READ_DENY_0_EXCEPT_0=/Users/u/proj -D TRAVERSE_0=/Users/u -D TMPDIR=/private/tmp/pdk-7f3a/tmp -D PROTECTED_0=/Users/u/proj/.git/hooks -D PROTECTED_0_CI=^/[uU][sS][eE][rR][sS]/[uU]/[pP][rR][oO][jJ]/\.[gG][iI][tT]/[hH][oO][oO][kK][sS](/.*)?$ -D PROTECTED_1=/Users/u/proj/.git/config -D PROTECTED_1_CI=^/[uU][sS][eE][rR][sS]/[uU]/[pP][rR][oO][jJ]/\.[gG][iI][tT]/[cC][oO][nN][fF][iI][gG](/.*)?$ -D PROTECTED_2=/Users/u/proj/.bashrc -D PROTECTED_2_CI=^/[uU][sS][eE][rR][sS]/[uU]/[pP][rR][oO][jJ]/\.[bB][aA][sS][hH][rR][cC](/.*)?$ -D PROTECTED_3=/Users/u/proj/paddock.toml -D PROTECTED_3_CI=^/[uU][sS][eE][rR][sS]/[uU]/[pP][rR][oO][jJ]/[pP][aA][dD][dD][oO][cC][kK]\.[tT][oO][mM][lL](/.*)?$ -D PINNED_0=/Users/u/proj/.git -D PINNED_0_CI=^/[uU][sS][eE][rR][sS]/[uU]/[pP][rR][oO][jJ]/\.[gG][iI][tT]$ -- make test"#]]
         .assert_eq(&shown.join(" "));
     assert_eq!(plan.program.as_path(), std::path::Path::new("/usr/bin/sandbox-exec"));
     assert_eq!(
@@ -275,4 +275,36 @@ fn refusals_name_the_key_and_the_value() {
         /Users/u/proj/paddock.toml: allow.write[3]: this glob is refused: a backslash in a glob is an escape whose meaning differs between tools (got /Users/u/proj/\\*.txt); write the pattern without it, or name the paths instead
         /Users/u/proj/paddock.toml: allow.write[1]: a write grant holds a NUL byte, which cannot be passed to sandbox-exec (got /Users/u/proj/a\u{0}b); remove the entry or rename the path"#]]
     .assert_eq(&got.join("\n"));
+}
+
+/// The whole pipeline on Linux: a config resolved by `paddock_policy::resolve` through a fake
+/// macOS-shaped filesystem, then planned. Checks the backend against what resolution really
+/// produces (exceptions, protected names, pins, globs, builtin secrets).
+#[test]
+fn from_config_through_resolve() {
+    use paddock_policy::{Context, FakeHost, Format, load_str, resolve};
+    let host = FakeHost::new()
+        .dir("/Users/u/proj/src")
+        .dir("/Users/u/proj/.git/hooks")
+        .file("/Users/u/proj/.git/config", "[core]\n")
+        .file("/Users/u/proj/secrets/key.pem", "k")
+        .dir("/Users/u/.ssh")
+        .dir("/Users/u/.cache/pip")
+        .dir("/private/tmp")
+        .symlink("/tmp", "private/tmp");
+    let config = "\
+[allow]
+write = [\".\", \"dist/**\"]
+read = [\"~/.cache/pip\"]
+network = [\"crates.io\"]
+unix-sockets = [\"/tmp/app.sock\"]
+local-ports = [3000]
+
+[deny]
+read = [\"~\", \"**/*.pem\"]
+";
+    let policy = load_str(config, "/Users/u/proj/paddock.toml".as_ref(), Format::Toml).unwrap();
+    let ctx = Context::new("/Users/u/proj", "/Users/u").with_env(vec![]);
+    let (resolved, _diagnostics) = resolve(&policy, &ctx, &host).unwrap();
+    check("15_from_config", &resolved);
 }

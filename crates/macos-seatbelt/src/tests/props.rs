@@ -452,3 +452,30 @@ fn fsw10_anchors_and_pins_cannot_be_renamed_away() {
     }
     assert!(s.allows("file-write-data", "/Users/u/proj/.git/index"));
 }
+
+#[test]
+fn sym07_other_case_spellings_of_denied_paths_are_denied_too() {
+    let mut p = p0();
+    p.globs.push(GlobRule {
+        kind: GlobKind::DenyRead,
+        base: abs("/Users/u/proj"),
+        pattern: "**/*.pem".into(),
+        origin: origin("deny.read[1]"),
+    });
+    let s = Sbpl::parse(&build(&p)).unwrap();
+    for path in [
+        "/Users/u/proj/.GIT/HOOKS/pre-commit",
+        "/Users/u/proj/.BASHRC",
+        "/Users/u/proj/.Git/Config",
+    ] {
+        assert!(!s.allows("file-write-create", path), "{path}");
+    }
+    for path in ["/Users/u/.SSH/id_rsa", "/USERS/U/.aws/credentials", "/Users/u/proj/certs/KEY.PEM"]
+    {
+        assert!(!s.allows("file-read-data", path), "{path}");
+    }
+    assert!(!s.allows("file-write-unlink", "/Users/u/proj/.GIT"), "pinned .git in another case");
+    // Allows stay exact: another case can lose access, never gain it.
+    assert!(s.allows("file-write-create", "/Users/u/proj/src/Main.rs"));
+    assert!(!s.allows("file-read-data", "/Users/u/PROJ/readme"));
+}
