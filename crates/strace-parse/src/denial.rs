@@ -19,8 +19,8 @@ pub struct Denial {
     pub line: u64,
     /// The thread id (`None` when the log has no pid column).
     pub pid: Option<u32>,
-    /// The syscall's name.
-    pub syscall: String,
+    /// The syscall's name; borrowed from a static table for the ones the crate knows.
+    pub syscall: Cow<'static, str>,
     /// The path arguments in argument order (a unix socket's `sun_path` included).
     pub paths: Vec<PathArg>,
     /// The flags or mode argument as printed (`O_RDONLY|O_CLOEXEC`, `R_OK`).
@@ -57,7 +57,10 @@ impl Denial {
         let mut d = Denial {
             line: event.line,
             pid: event.pid,
-            syscall: call.name.to_string(),
+            syscall: match syscalls::static_name(&call.name) {
+                Some(name) => Cow::Borrowed(name),
+                None => Cow::Owned(call.name.to_string()),
+            },
             paths: Vec::new(),
             flags: None,
             errno: intern(errno, ERRNOS.iter().map(|(name, _)| *name)),

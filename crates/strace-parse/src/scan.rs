@@ -5,7 +5,7 @@
 //! a decoration can never be mistaken for structure. Strings are skipped with `memchr`, which
 //! keeps the hot path (finding the end of a call's arguments) at memory speed.
 
-use memchr::{memchr2, memchr3};
+use memchr::{memchr, memchr2, memchr3};
 
 /// Returns the index just past the closing quote of the string whose opening quote is at
 /// `start`, or `None` when the string does not end on this line.
@@ -62,44 +62,43 @@ pub(crate) fn skip_decoration(s: &[u8], start: usize) -> Option<usize> {
     }
 }
 
-/// Byte classes for [`find_close_paren`]: 0 for bytes that are never structure.
-const CLOSE_CLASS: [u8; 256] = {
-    let mut t = [0u8; 256];
-    t[b'"' as usize] = 1;
-    t[b'(' as usize] = 2;
-    t[b')' as usize] = 3;
-    t[b'<' as usize] = 4;
-    t
-};
-
 /// Finds the `)` that closes a call's argument list, scanning `s` from `from` with `depth`
 /// parentheses already open (1 for the text right after `NAME(`). Returns its index.
-///
-/// Between strings a table-driven byte loop beats a string of `memchr` calls (the gaps are a
-/// few bytes: `AT_FDCWD, `); inside strings, the long part of a line, `memchr` takes over.
 pub(crate) fn find_close_paren(s: &[u8], from: usize, mut depth: usize) -> Option<usize> {
     let mut i = from;
-    while let Some(&c) = s.get(i) {
-        match CLOSE_CLASS[usize::from(c)] {
-            0 => i += 1,
-            1 => i = skip_string(s, i)?,
-            2 => {
-                depth += 1;
-                i += 1;
+    // The next `<` at or after `i`, found lazily: decorations are rare outside `-y` logs, so
+    // this costs one memchr per log line in the common case.
+    let mut next_lt = memchr(b'<', s.get(i..)?).map(|o| i + o);
+    loop {
+        if next_lt.is_some_and(|lt| lt < i) {
+            // The `<` was inside a string skipped since: look again from here.
+            next_lt = memchr(b'<', s.get(i..)?).map(|o| i + o);
+        }
+        let j = i + memchr3(b'"', b'(', b')', s.get(i..)?)?;
+        if let Some(lt) = next_lt.filter(|&lt| lt < j) {
+            if opens_decoration(s, lt) {
+                i = skip_decoration(s, lt)?;
+            } else {
+                i = lt + 1;
             }
-            3 => {
-                depth = depth.checked_sub(1)?;
-                if depth == 0 {
-                    return Some(i);
-                }
-                i += 1;
+            next_lt = memchr(b'<', s.get(i..)?).map(|o| i + o);
+            continue;
+        }
+        match s[j] {
+            b'"' => i = skip_string(s, j)?,
+            b'(' => {
+                depth += 1;
+                i = j + 1;
             }
             _ => {
-                i = if opens_decoration(s, i) { skip_decoration(s, i)? } else { i + 1 };
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(j);
+                }
+                i = j + 1;
             }
         }
     }
-    None
 }
 
 /// Splits argument text at the commas that are not inside a string, a decoration, a comment
