@@ -83,7 +83,7 @@ impl Profile {
         let tag = inline::log_tag(tag)
             .map_err(|r| plan_error(format!("log tag `{tag}`: {}", r.message)))?;
         let mut w = Writer { text: String::new(), params: Params::new(), tag };
-        let tmpdir = task.runtime_dir.join("tmp");
+        let tmpdir = crate::plan::task_tmpdir(task);
 
         w.header();
         w.text.push_str(BASE_PROFILE);

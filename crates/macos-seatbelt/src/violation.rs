@@ -103,7 +103,7 @@ fn parse_message(message: &str) -> LogLine {
         let Some(close) = stripped.find(')') else { return LogLine::Other };
         after = &stripped[close + 1..];
     }
-    let after = after.trim_start();
+    let after = strip_trailing_tag(after.trim_start());
     let (operation, argument) = match after.split_once(' ') {
         Some((op, arg)) => (op, arg.trim()),
         None => (after.trim_end(), ""),
@@ -118,6 +118,20 @@ fn parse_message(message: &str) -> LogLine {
             message: message.trim().to_owned(),
         },
     }
+}
+
+/// Drops a log tag printed on the deny line itself (` paddock-` and 16 hex digits at the end)
+/// rather than on the next line, so that it never becomes part of a path.
+fn strip_trailing_tag(text: &str) -> &str {
+    let text = text.trim_end();
+    if let Some((head, last)) = text.rsplit_once(' ')
+        && let Some(hex) = last.strip_prefix("paddock-")
+        && hex.len() == 16
+        && hex.bytes().all(|b| b.is_ascii_hexdigit())
+    {
+        return head.trim_end();
+    }
+    text
 }
 
 /// `duplicate report(s) for ...` → the rest after `for `.
