@@ -57,10 +57,7 @@ impl Denial {
         let mut d = Denial {
             line: event.line,
             pid: event.pid,
-            syscall: match syscalls::static_name(&call.name) {
-                Some(name) => Cow::Borrowed(name),
-                None => Cow::Owned(call.name.to_string()),
-            },
+            syscall: Cow::Owned(String::new()),
             paths: Vec::new(),
             flags: None,
             errno: intern(errno, ERRNOS.iter().map(|(name, _)| *name)),
@@ -70,7 +67,13 @@ impl Denial {
             ),
             incomplete: call.orphan,
         };
-        let Some(spec) = syscalls::lookup(&call.name).filter(|_| !call.orphan) else { return d };
+        let known = syscalls::lookup(&call.name);
+        d.syscall = match known.map(|(name, _)| name).or_else(|| syscalls::static_name(&call.name))
+        {
+            Some(name) => Cow::Borrowed(name),
+            None => Cow::Owned(call.name.to_string()),
+        };
+        let Some((_, spec)) = known.filter(|_| !call.orphan) else { return d };
         // No path argument of any call is past the sixth: a fixed array spares an allocation.
         let mut args: [Option<Arg<'_>>; 8] = [None; 8];
         for (slot, arg) in args.iter_mut().zip(call.args()) {
