@@ -1,0 +1,460 @@
+//! The egress proxy: HTTP (absolute-URI requests and CONNECT) and SOCKS5 on one unix socket
+//! per task, each task with its own rules, all served by one accept thread.
+//!
+//! A connection's first byte picks the protocol (`0x05` is SOCKS5, anything else HTTP), so a
+//! task needs one socket for `HTTP_PROXY`, `HTTPS_PROXY` and `ALL_PROXY` alike. For each
+//! request the proxy:
+//! 1. reads the destination (CONNECT authority, absolute URI with a `Host` that must agree,
+//!    or SOCKS5 address) and normalizes it with `HostName::parse`;
+//! 2. checks it against the task's [`TaskRules`] before any DNS lookup;
+//! 3. resolves a name with the [`Resolver`] and checks every address it got;
+//! 4. connects to those addresses (never resolving again), answers the client, and relays;
+//!    a tunnel to a name whose first bytes are a TLS ClientHello for another server is cut.
+//!
+//! A refusal answers `403` (HTTP) or reply `0x02` (SOCKS5) and is recorded as a network
+//! [`Violation`] of the task with its [`RefusalReason`], taken with
+//! [`TaskHandle::take_violations`]. Failing to reach a granted destination answers `502` or
+//! the matching SOCKS5 code and is not a violation.
+//!
+//! What the proxy does not see: inside a CONNECT tunnel it checks only the TLS server name;
+//! an HTTP `Host` inside TLS, or any use of a granted destination's own features, is the
+//! destination's business (NET-10, NET-20).
+
+mod http;
+mod resolve;
+mod rules;
+mod sni;
+mod socks;
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread;
+use std::time::Duration;
+
+use paddock_policy::{HostName, Violation, ViolationKind};
+
+pub use resolve::{Resolver, StaticResolver, SystemResolver};
+pub use rules::{RefusalReason, TaskRules};
+
+use crate::acceptor::{Acceptor, Service, THREAD_STACK};
+use crate::error::{Error, Result};
+use crate::pump;
+use crate::stream::{self, Listener, Stream};
+use crate::tracker::{ConnGuard, ConnStats, Stats, Tracker};
+use http::{HttpError, Request, target_text};
+
+/// Distinct refusals kept per task between two [`TaskHandle::take_violations`] calls; more
+/// are still refused, only not recorded, so a hostile task cannot grow the proxy's memory.
+const MAX_RECORDED: usize = 4096;
+
+/// Limits of the proxy, the same for every task.
+#[derive(Clone, Debug)]
+pub struct ProxyOptions {
+    /// Connections one task may have open at once (NET-19); more are closed on arrival, and
+    /// other tasks are not affected.
+    pub max_connections_per_task: usize,
+    /// How long connecting to one resolved address may take.
+    pub connect_timeout: Duration,
+    /// How long a client may take to send its request.
+    pub handshake_timeout: Duration,
+    /// Cut a tunnel to a name whose TLS ClientHello names another server (NET-10).
+    pub check_sni: bool,
+}
+
+impl Default for ProxyOptions {
+    fn default() -> ProxyOptions {
+        ProxyOptions {
+            max_connections_per_task: 256,
+            connect_timeout: Duration::from_secs(10),
+            handshake_timeout: Duration::from_secs(30),
+            check_sni: true,
+        }
+    }
+}
+
+/// A refused destination: the violation for the report and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    /// Kind `Network`, `target` the destination as `host:port`, `count` how many times.
+    pub violation: Violation,
+    /// Why it was refused.
+    pub reason: RefusalReason,
+}
+
+/// The proxy: one accept thread serving every task's socket.
+#[derive(Debug)]
+pub struct Proxy {
+    acceptor: Arc<Acceptor>,
+    resolver: Arc<dyn Resolver>,
+    options: ProxyOptions,
+    next_key: AtomicU64,
+}
+
+impl Proxy {
+    /// Starts the proxy with no tasks.
+    pub fn start(resolver: Arc<dyn Resolver>, options: ProxyOptions) -> Result<Proxy> {
+        Ok(Proxy {
+            acceptor: Arc::new(Acceptor::start("pb-proxy")?),
+            resolver,
+            options,
+            next_key: AtomicU64::new(1),
+        })
+    }
+
+    /// Serves a task at `socket` (created mode 0600; it must not exist) with its own rules.
+    /// The returned handle removes the socket and closes the task's connections when dropped.
+    pub fn add_task(&self, socket: &Path, rules: TaskRules) -> Result<TaskHandle> {
+        let listener = Listener::bind_unix(socket)?;
+        let task = Arc::new(Task {
+            rules,
+            tracker: Tracker::new(),
+            refusals: Mutex::default(),
+            resolver: Arc::clone(&self.resolver),
+            options: self.options.clone(),
+        });
+        let key = self.next_key.fetch_add(1, Ordering::Relaxed);
+        let service = Arc::new(TaskService(Arc::clone(&task)));
+        if !self.acceptor.add(key, listener, service) {
+            return Err(Error::ProxyStopped { path: socket.to_owned() });
+        }
+        Ok(TaskHandle {
+            key,
+            acceptor: Arc::clone(&self.acceptor),
+            task,
+            socket: socket.to_owned(),
+        })
+    }
+}
+
+/// One task served by the proxy. Dropping it (or [`stop`](TaskHandle::stop)) closes and
+/// removes the task's socket, closes its connections and joins their threads.
+#[derive(Debug)]
+pub struct TaskHandle {
+    key: u64,
+    acceptor: Arc<Acceptor>,
+    task: Arc<Task>,
+    socket: PathBuf,
+}
+
+impl TaskHandle {
+    /// The socket the task's proxy listens on.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// The refusals since the last call, one per destination and reason, with counts.
+    pub fn take_violations(&self) -> Vec<Refusal> {
+        let map = std::mem::take(&mut *self.task.lock_refusals());
+        map.into_iter()
+            .map(|((target, reason), count)| Refusal {
+                violation: Violation {
+                    kind: ViolationKind::Network,
+                    path: None,
+                    target: Some(target),
+                    syscall: None,
+                    errno: None,
+                    count,
+                },
+                reason,
+            })
+            .collect()
+    }
+
+    /// The task's connection totals.
+    pub fn stats(&self) -> Stats {
+        self.task.tracker.stats()
+    }
+
+    /// Byte counts of the task's open and recently closed connections.
+    pub fn connections(&self) -> Vec<ConnStats> {
+        self.task.tracker.connections()
+    }
+
+    /// Stops serving the task and returns the refusals not taken yet.
+    pub fn stop(self) -> Vec<Refusal> {
+        self.shutdown();
+        self.take_violations()
+    }
+
+    fn shutdown(&self) {
+        self.acceptor.remove(self.key);
+        self.task.tracker.stop();
+    }
+}
+
+impl Drop for TaskHandle {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+#[derive(Debug)]
+struct Task {
+    rules: TaskRules,
+    tracker: Arc<Tracker>,
+    refusals: Mutex<BTreeMap<(String, RefusalReason), u64>>,
+    resolver: Arc<dyn Resolver>,
+    options: ProxyOptions,
+}
+
+impl Task {
+    fn lock_refusals(&self) -> std::sync::MutexGuard<'_, BTreeMap<(String, RefusalReason), u64>> {
+        self.refusals.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn record(&self, target: String, reason: RefusalReason) {
+        let mut map = self.lock_refusals();
+        let len = map.len();
+        match map.get_mut(&(target.clone(), reason.clone())) {
+            Some(n) => *n += 1,
+            None if len < MAX_RECORDED => {
+                map.insert((target, reason), 1);
+            }
+            None => {}
+        }
+    }
+}
+
+struct TaskService(Arc<Task>);
+
+impl Service for TaskService {
+    fn serve(&self, conn: Stream) {
+        let task = &self.0;
+        let Some(guard) = task.tracker.begin(&conn, task.options.max_connections_per_task) else {
+            return;
+        };
+        let id = guard.id;
+        let task = Arc::clone(task);
+        let spawned = thread::Builder::new()
+            .name("pb-proxy-conn".to_owned())
+            .stack_size(THREAD_STACK)
+            .spawn(move || handle(conn, &guard, &task));
+        if let Ok(t) = spawned {
+            self.0.tracker.attach(id, t);
+        }
+    }
+}
+
+/// How the client asked, which decides how it is answered.
+enum Mode {
+    /// HTTP CONNECT.
+    Tunnel,
+    /// HTTP absolute-URI request (the rewritten head is in the first bytes to send).
+    Forward,
+    /// SOCKS5 CONNECT.
+    Socks,
+}
+
+fn handle(client: Stream, guard: &ConnGuard, task: &Task) {
+    if client.set_read_timeout(Some(task.options.handshake_timeout)).is_err() {
+        return;
+    }
+    let mut first = [0u8; 1];
+    if (&client).read_exact(&mut first).is_err() {
+        return;
+    }
+    let asked = if first[0] == 0x05 {
+        socks_request(&client, task)
+    } else {
+        http_request(&client, first[0], task)
+    };
+    let Some((host, port, mode, first_up)) = asked else { return };
+    let target = target_text(&host, port);
+    if let Err(reason) = task.rules.check_name(&host, port) {
+        return refuse(&client, &mode, task, target, reason);
+    }
+    let addrs: Vec<IpAddr> = match &host {
+        HostName::Ip(ip) => vec![*ip],
+        HostName::Domain(name) => match task.resolver.resolve(name, port) {
+            Ok(addrs) if !addrs.is_empty() => addrs,
+            Ok(_) => {
+                return fail(
+                    &client,
+                    &mode,
+                    socks::HOST_UNREACHABLE,
+                    &format!("{name} has no address"),
+                );
+            }
+            Err(e) => {
+                return fail(
+                    &client,
+                    &mode,
+                    socks::HOST_UNREACHABLE,
+                    &format!("cannot resolve {name}: {e}"),
+                );
+            }
+        },
+    };
+    if matches!(host, HostName::Domain(_))
+        && let Err(reason) = task.rules.check_resolved(port, &addrs)
+    {
+        return refuse(&client, &mode, task, target, reason);
+    }
+    let mut last_err = None;
+    let mut upstream = None;
+    for ip in &addrs {
+        match stream::connect_tcp(
+            SocketAddr::new(rules::fold(*ip), port),
+            task.options.connect_timeout,
+        ) {
+            Ok(s) => {
+                upstream = Some(s);
+                break;
+            }
+            Err(e) => last_err = Some(e),
+        }
+    }
+    let Some(upstream) = upstream else {
+        let code = match &last_err {
+            Some(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                socks::CONNECTION_REFUSED
+            }
+            _ => socks::GENERAL_FAILURE,
+        };
+        let why = last_err.map_or_else(String::new, |e| e.to_string());
+        return fail(&client, &mode, code, &format!("cannot connect to {target}: {why}"));
+    };
+    if !guard.tracker.add_socket(guard.id, &upstream) {
+        return;
+    }
+    match mode {
+        Mode::Tunnel => {
+            if (&client).write_all(b"HTTP/1.1 200 Connection established\r\n\r\n").is_err() {
+                return;
+            }
+        }
+        Mode::Socks => socks::reply(&client, socks::SUCCEEDED, None),
+        Mode::Forward => {}
+    }
+    if client.set_read_timeout(None).is_err() {
+        return;
+    }
+    let check = task.options.check_sni
+        && matches!(host, HostName::Domain(_))
+        && !matches!(mode, Mode::Forward);
+    if check {
+        let mut gate = |c: &Stream, buf: &mut Vec<u8>| sni_gate(c, buf, &host, &target, task);
+        pump::relay(client, upstream, first_up, Some(&mut gate), &guard.counters, &guard.tracker);
+    } else {
+        pump::relay(client, upstream, first_up, None, &guard.counters, &guard.tracker);
+    }
+}
+
+type Asked = (HostName, u16, Mode, Vec<u8>);
+
+fn socks_request(client: &Stream, task: &Task) -> Option<Asked> {
+    let req = socks::handshake(client).ok()?;
+    let port = req.port;
+    let host = match req.host {
+        Ok(h) => h,
+        Err((raw, detail)) => {
+            task.record(format!("{raw}:{port}"), RefusalReason::BadHost { detail });
+            socks::reply(client, socks::NOT_ALLOWED, None);
+            return None;
+        }
+    };
+    if req.command != 1 {
+        let command = match req.command {
+            2 => Some("bind"),
+            3 => Some("udp-associate"),
+            _ => None,
+        };
+        if let Some(command) = command {
+            task.record(target_text(&host, port), RefusalReason::UnsupportedCommand { command });
+        }
+        socks::reply(client, socks::COMMAND_NOT_SUPPORTED, None);
+        return None;
+    }
+    Some((host, port, Mode::Socks, Vec::new()))
+}
+
+fn http_request(client: &Stream, first: u8, task: &Task) -> Option<Asked> {
+    let (head, rest) = match http::read_head(client, vec![first]) {
+        Ok(parts) => parts,
+        Err(msg) => {
+            let _ = (&*client)
+                .write_all(&http::response("400 Bad Request", &format!("paddock: {msg}\n")));
+            return None;
+        }
+    };
+    match http::parse(&head) {
+        Ok(Request::Connect { host, port }) => Some((host, port, Mode::Tunnel, rest)),
+        Ok(Request::Forward { host, port, mut head }) => {
+            head.extend_from_slice(&rest);
+            Some((host, port, Mode::Forward, head))
+        }
+        Err(HttpError::Bad(msg)) => {
+            let _ = (&*client)
+                .write_all(&http::response("400 Bad Request", &format!("paddock: {msg}\n")));
+            None
+        }
+        Err(HttpError::Refused { target, reason }) => {
+            refuse(client, &Mode::Forward, task, target, reason);
+            None
+        }
+    }
+}
+
+/// Answers a policy refusal and records it.
+fn refuse(client: &Stream, mode: &Mode, task: &Task, target: String, reason: RefusalReason) {
+    let body = format!("paddock: {target} refused: {reason}\n");
+    task.record(target, reason);
+    match mode {
+        Mode::Socks => socks::reply(client, socks::NOT_ALLOWED, None),
+        Mode::Tunnel | Mode::Forward => {
+            let _ = (&*client).write_all(&http::response("403 Forbidden", &body));
+        }
+    }
+}
+
+/// Answers a failure to reach a granted destination (not a violation).
+fn fail(client: &Stream, mode: &Mode, socks_code: u8, why: &str) {
+    match mode {
+        Mode::Socks => socks::reply(client, socks_code, None),
+        Mode::Tunnel | Mode::Forward => {
+            let body = format!("paddock: {why}\n");
+            let _ = (&*client).write_all(&http::response("502 Bad Gateway", &body));
+        }
+    }
+}
+
+/// Holds the client's first bytes until they are known not to be a ClientHello for another
+/// server than `host`.
+fn sni_gate(
+    client: &Stream,
+    buf: &mut Vec<u8>,
+    host: &HostName,
+    target: &str,
+    task: &Task,
+) -> bool {
+    loop {
+        match sni::client_hello(buf) {
+            sni::Hello::NotTls | sni::Hello::NoName => return true,
+            sni::Hello::Name(name) => {
+                if HostName::parse(&name).as_ref() == Ok(host) {
+                    return true;
+                }
+                let sni = name.escape_debug().to_string();
+                task.record(target.to_owned(), RefusalReason::SniMismatch { sni });
+                return false;
+            }
+            sni::Hello::Unreadable => {
+                task.record(target.to_owned(), RefusalReason::UnreadableClientHello);
+                return false;
+            }
+            sni::Hello::NeedMore => {
+                let mut chunk = [0u8; 8192];
+                match (&*client).read(&mut chunk) {
+                    // Nothing sent at all: a download-only client; nothing to check.
+                    Ok(0) if buf.is_empty() => return true,
+                    Ok(0) | Err(_) => return false,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+            }
+        }
+    }
+}

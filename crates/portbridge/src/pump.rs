@@ -1,0 +1,108 @@
+//! Moving bytes between two connected streams, both ways, until both sides are done.
+//!
+//! Each direction is a blocking loop on its own thread with one fixed buffer, so memory per
+//! connection is bounded (two buffers) and an idle connection costs no CPU. End of stream on
+//! one side is passed on as `shutdown(Write)` on the other (half-close), and the opposite
+//! direction keeps flowing. An error on either side (a reset, a client that hung up
+//! mid-transfer) shuts both sockets down completely, which wakes the other direction's
+//! blocked read so that both threads end.
+
+use std::io::{self, Read, Write};
+use std::net::Shutdown;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread;
+
+use crate::acceptor::THREAD_STACK;
+use crate::stream::Stream;
+use crate::tracker::{Counters, Tracker};
+
+/// Bytes read at a time in each direction.
+pub(crate) const BUFFER: usize = 128 * 1024;
+
+/// Inspects the client's first bytes (appending what it reads to the buffer) and says whether
+/// they may go on to the target.
+pub(crate) type Gate<'a> = &'a mut dyn FnMut(&Stream, &mut Vec<u8>) -> bool;
+
+/// Relays between `client` and `target` until both directions end. `first_up` is sent to the
+/// target before anything else (bytes the client sent while a proxy was deciding).
+///
+/// `gate`, if given, sees the client's first bytes before any reach the target and may refuse
+/// the connection (the proxy's TLS server-name check); the target-to-client direction already
+/// flows meanwhile, so protocols where the server speaks first still work.
+pub(crate) fn relay(
+    client: Stream,
+    target: Stream,
+    first_up: Vec<u8>,
+    gate: Option<Gate<'_>>,
+    counters: &Arc<Counters>,
+    tracker: &Arc<Tracker>,
+) {
+    let (Ok(client_down), Ok(target_down)) = (client.try_clone(), target.try_clone()) else {
+        client.shutdown(Shutdown::Both);
+        target.shutdown(Shutdown::Both);
+        return;
+    };
+    let down_counters = Arc::clone(counters);
+    let down_tracker = Arc::clone(tracker);
+    let down = thread::Builder::new().stack_size(THREAD_STACK).name("pb-down".to_owned()).spawn(
+        move || {
+            let totals = &down_tracker.total.down;
+            copy_one_way(&target_down, &client_down, &[], &down_counters.down, totals);
+        },
+    );
+    let Ok(down) = down else {
+        client.shutdown(Shutdown::Both);
+        target.shutdown(Shutdown::Both);
+        return;
+    };
+    let mut first = first_up;
+    let allowed = match gate {
+        Some(gate) => gate(&client, &mut first),
+        None => true,
+    };
+    if allowed {
+        copy_one_way(&client, &target, &first, &counters.up, &tracker.total.up);
+    } else {
+        client.shutdown(Shutdown::Both);
+        target.shutdown(Shutdown::Both);
+    }
+    let _ = down.join();
+}
+
+/// Copies `from` to `to` until end of stream (then half-closes `to`) or an error (then shuts
+/// both down).
+fn copy_one_way(from: &Stream, to: &Stream, first: &[u8], conn: &AtomicU64, total: &AtomicU64) {
+    let result = (|| -> io::Result<()> {
+        if !first.is_empty() {
+            let mut w = to;
+            w.write_all(first)?;
+            conn.fetch_add(first.len() as u64, Ordering::Relaxed);
+            total.fetch_add(first.len() as u64, Ordering::Relaxed);
+        }
+        #[cfg(target_os = "linux")]
+        if let Some(result) = crate::splice::copy(from, to, conn, total) {
+            return result;
+        }
+        let mut buf = vec![0u8; BUFFER];
+        let (mut r, mut w) = (from, to);
+        loop {
+            let n = match r.read(&mut buf) {
+                Ok(0) => return Ok(()),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            w.write_all(&buf[..n])?;
+            conn.fetch_add(n as u64, Ordering::Relaxed);
+            total.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    })();
+    match result {
+        Ok(()) => to.shutdown(Shutdown::Write),
+        Err(_) => {
+            from.shutdown(Shutdown::Both);
+            to.shutdown(Shutdown::Both);
+        }
+    }
+}

@@ -1,0 +1,252 @@
+//! One type for the two kinds of stream a bridge joins (TCP and unix), and the listeners that
+//! produce them.
+//!
+//! A unix listener owns its socket file: it is created mode 0600 and removed when the listener
+//! is dropped, but only if the file at that path is still the one it created (same device and
+//! inode), so a stale handle never deletes a newer task's socket.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// The longest unix socket path `sockaddr_un` holds, without the terminating NUL.
+pub(crate) const MAX_SOCKET_PATH: usize = 103;
+
+/// A connected stream of either kind.
+#[derive(Debug)]
+pub(crate) enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Stream {
+    pub(crate) fn try_clone(&self) -> io::Result<Stream> {
+        Ok(match self {
+            Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
+            Stream::Unix(s) => Stream::Unix(s.try_clone()?),
+        })
+    }
+
+    /// Shuts one or both directions down. "Not connected" (the peer is already gone) is not an
+    /// error here: the goal, no more traffic that way, is reached.
+    pub(crate) fn shutdown(&self, how: Shutdown) {
+        let _ = match self {
+            Stream::Tcp(s) => s.shutdown(how),
+            Stream::Unix(s) => s.shutdown(how),
+        };
+    }
+
+    pub(crate) fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.set_read_timeout(t),
+            Stream::Unix(s) => s.set_read_timeout(t),
+        }
+    }
+
+    pub(crate) fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.set_nonblocking(on),
+            Stream::Unix(s) => s.set_nonblocking(on),
+        }
+    }
+
+    pub(crate) fn raw_fd(&self) -> RawFd {
+        match self {
+            Stream::Tcp(s) => s.as_raw_fd(),
+            Stream::Unix(s) => s.as_raw_fd(),
+        }
+    }
+
+    /// Prepares a fresh stream: blocking (an accepted socket inherits `O_NONBLOCK` from its
+    /// listener on macOS), no SIGPIPE on macOS, no Nagle delay for TCP.
+    pub(crate) fn prepare(self) -> io::Result<Stream> {
+        self.set_nonblocking(false)?;
+        if let Stream::Tcp(s) = &self {
+            s.set_nodelay(true)?;
+        }
+        no_sigpipe(self.raw_fd())?;
+        Ok(self)
+    }
+}
+
+impl Read for &Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => (&*s).read(buf),
+            Stream::Unix(s) => (&*s).read(buf),
+        }
+    }
+}
+
+impl Write for &Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            // std sends on TCP sockets with MSG_NOSIGNAL already.
+            Stream::Tcp(s) => (&*s).write(buf),
+            Stream::Unix(s) => send_no_signal(s.as_raw_fd(), buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// `send` that reports a closed peer as `EPIPE` instead of raising SIGPIPE, which would kill
+/// a host process that has not ignored it.
+fn send_no_signal(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let flags = libc::MSG_NOSIGNAL;
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let flags = 0; // SO_NOSIGPIPE is set on the socket instead (see `no_sigpipe`).
+    loop {
+        // SAFETY: `fd` is an open socket owned by the caller's stream for the whole call, and
+        // `buf` is a valid readable slice of `buf.len()` bytes.
+        let n = unsafe { libc::send(fd, buf.as_ptr().cast(), buf.len(), flags) };
+        if n >= 0 {
+            return Ok(n.unsigned_abs());
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+#[cfg(any(target_os = "macos", target_os = "ios", target_os = "freebsd"))]
+fn no_sigpipe(fd: RawFd) -> io::Result<()> {
+    let one: libc::c_int = 1;
+    // SAFETY: `fd` is an open socket; the option value points at a live `c_int` whose size is
+    // passed alongside it.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_NOSIGPIPE,
+            (&raw const one).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
+#[cfg(not(any(target_os = "macos", target_os = "ios", target_os = "freebsd")))]
+fn no_sigpipe(_fd: RawFd) -> io::Result<()> {
+    Ok(())
+}
+
+/// Connects to a unix socket path.
+pub(crate) fn connect_unix(path: &Path) -> io::Result<Stream> {
+    Stream::Unix(UnixStream::connect(path)?).prepare()
+}
+
+/// Connects to a TCP address within `timeout`.
+pub(crate) fn connect_tcp(addr: SocketAddr, timeout: Duration) -> io::Result<Stream> {
+    Stream::Tcp(TcpStream::connect_timeout(&addr, timeout)?).prepare()
+}
+
+/// A listening socket of either kind, non-blocking (the acceptor polls it).
+#[derive(Debug)]
+pub(crate) enum Listener {
+    Tcp(TcpListener),
+    Unix(UnixSocketFile),
+}
+
+impl Listener {
+    /// Listens on `127.0.0.1:port` (`0` picks a free port). A busy port is [`Error::PortBusy`].
+    pub(crate) fn bind_loopback(port: u16) -> Result<Listener> {
+        let listener = TcpListener::bind(("127.0.0.1", port)).map_err(|source| {
+            if source.kind() == io::ErrorKind::AddrInUse {
+                Error::PortBusy { port }
+            } else {
+                Error::TcpBind { port, source }
+            }
+        })?;
+        listener.set_nonblocking(true).map_err(|source| Error::TcpBind { port, source })?;
+        Ok(Listener::Tcp(listener))
+    }
+
+    /// Serves a unix socket at `path`, which must not exist yet.
+    pub(crate) fn bind_unix(path: &Path) -> Result<Listener> {
+        Ok(Listener::Unix(UnixSocketFile::bind(path)?))
+    }
+
+    /// Accepts one connection, or `WouldBlock` when none is pending.
+    pub(crate) fn accept(&self) -> io::Result<Stream> {
+        let stream = match self {
+            Listener::Tcp(l) => Stream::Tcp(l.accept()?.0),
+            Listener::Unix(u) => Stream::Unix(u.listener.accept()?.0),
+        };
+        stream.prepare()
+    }
+
+    pub(crate) fn raw_fd(&self) -> RawFd {
+        match self {
+            Listener::Tcp(l) => l.as_raw_fd(),
+            Listener::Unix(u) => u.listener.as_raw_fd(),
+        }
+    }
+
+    /// The TCP address, for a TCP listener.
+    pub(crate) fn local_addr(&self) -> Option<SocketAddr> {
+        match self {
+            Listener::Tcp(l) => l.local_addr().ok(),
+            Listener::Unix(_) => None,
+        }
+    }
+}
+
+/// A unix listener that removes its socket file when dropped.
+#[derive(Debug)]
+pub(crate) struct UnixSocketFile {
+    listener: UnixListener,
+    path: PathBuf,
+    identity: Option<(u64, u64)>,
+}
+
+impl UnixSocketFile {
+    fn bind(path: &Path) -> Result<UnixSocketFile> {
+        let len = path.as_os_str().len();
+        if len > MAX_SOCKET_PATH {
+            return Err(Error::SocketPathTooLong {
+                path: path.to_owned(),
+                len,
+                max: MAX_SOCKET_PATH,
+            });
+        }
+        if path.symlink_metadata().is_ok() {
+            return Err(Error::SocketExists { path: path.to_owned() });
+        }
+        let err = |source| Error::UnixBind { path: path.to_owned(), source };
+        let listener = UnixListener::bind(path).map_err(err)?;
+        let mut file = UnixSocketFile { listener, path: path.to_owned(), identity: None };
+        // The runtime dir is private already; 0600 also keeps the socket to its owner where
+        // it is not (NET-18). `file` removes the socket if a step below fails.
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(err)?;
+        let meta = path.symlink_metadata().map_err(err)?;
+        file.listener.set_nonblocking(true).map_err(err)?;
+        file.identity = Some((meta.dev(), meta.ino()));
+        Ok(file)
+    }
+}
+
+impl Drop for UnixSocketFile {
+    fn drop(&mut self) {
+        let ours = match (self.path.symlink_metadata(), self.identity) {
+            (Ok(meta), Some(id)) => (meta.dev(), meta.ino()) == id,
+            // Bound but not yet identified: only `bind` itself can be here, right after
+            // creating the file.
+            (Ok(_), None) => true,
+            (Err(_), _) => false,
+        };
+        if ours {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
