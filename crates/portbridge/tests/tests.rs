@@ -10,3 +10,6 @@ mod util;
 
 // Port bridges: both directions, half-close, hang-ups, concurrency, shutdown, errors.
 mod relay;
+
+// The egress proxy: NET cases, HTTP and SOCKS5, per-task rules, caps and cleanup.
+mod proxy;

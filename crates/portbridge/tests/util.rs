@@ -131,3 +131,83 @@ pub fn wait_for(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     }
     cond()
 }
+
+/// Reads an HTTP response head (through the empty line) byte by byte, leaving the body.
+pub fn read_response_head<R: Read>(mut r: R) -> String {
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match r.read(&mut b) {
+            Ok(1) => head.push(b[0]),
+            _ => break,
+        }
+    }
+    String::from_utf8_lossy(&head).into_owned()
+}
+
+/// A TCP listener that counts connections and bytes received, and never answers: the
+/// "canary" that must see nothing when the proxy refuses.
+pub struct Canary {
+    pub addr: SocketAddr,
+    hits: std::sync::Arc<AtomicU64>,
+    bytes: std::sync::Arc<AtomicU64>,
+}
+
+impl Canary {
+    pub fn start() -> Canary {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let hits = std::sync::Arc::new(AtomicU64::new(0));
+        let bytes = std::sync::Arc::new(AtomicU64::new(0));
+        let (h, b) = (hits.clone(), bytes.clone());
+        thread::spawn(move || {
+            for mut conn in listener.incoming().flatten() {
+                h.fetch_add(1, Ordering::SeqCst);
+                let b = b.clone();
+                thread::spawn(move || {
+                    let mut buf = [0u8; 4096];
+                    while let Ok(n) = conn.read(&mut buf) {
+                        if n == 0 {
+                            break;
+                        }
+                        b.fetch_add(n as u64, Ordering::SeqCst);
+                    }
+                });
+            }
+        });
+        Canary { addr, hits, bytes }
+    }
+
+    pub fn hits(&self) -> u64 {
+        self.hits.load(Ordering::SeqCst)
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::SeqCst)
+    }
+}
+
+/// A minimal TLS ClientHello record carrying `sni` as its server name.
+pub fn client_hello(sni: &str) -> Vec<u8> {
+    let name = sni.as_bytes();
+    let mut entry = vec![0u8];
+    entry.extend_from_slice(&(name.len() as u16).to_be_bytes());
+    entry.extend_from_slice(name);
+    let mut data = (entry.len() as u16).to_be_bytes().to_vec();
+    data.extend_from_slice(&entry);
+    let mut ext = vec![0, 0];
+    ext.extend_from_slice(&(data.len() as u16).to_be_bytes());
+    ext.extend_from_slice(&data);
+    let mut body = vec![0x03, 0x03];
+    body.extend_from_slice(&[7u8; 32]);
+    body.extend_from_slice(&[0, 0, 2, 0x13, 0x01, 1, 0]);
+    body.extend_from_slice(&(ext.len() as u16).to_be_bytes());
+    body.extend_from_slice(&ext);
+    let mut hs = vec![0x01, 0];
+    hs.extend_from_slice(&(body.len() as u16).to_be_bytes());
+    hs.extend_from_slice(&body);
+    let mut rec = vec![0x16, 0x03, 0x01];
+    rec.extend_from_slice(&(hs.len() as u16).to_be_bytes());
+    rec.extend_from_slice(&hs);
+    rec
+}
