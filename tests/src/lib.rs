@@ -1,1 +1,1 @@
-//! placeholder
+//! Helpers shared by the end-to-end suites (the suites live in `e2e/`).

@@ -20,7 +20,6 @@ pub fn run_bench(root: &Path, name: Option<&str>) -> Result<()> {
     }
 }
 
-
 fn median(cmd: &mut dyn FnMut() -> Command) -> Result<Duration> {
     let mut times = Vec::with_capacity(RUNS);
     for _ in 0..RUNS + 3 {
@@ -79,7 +78,10 @@ fn spawn(root: &Path) -> Result<()> {
     })?;
     let ours = median(&mut || {
         let mut c = Command::new(&paddock);
-        c.args(["run", "--itemize", "off", "-C"]).arg(&project).args(["--", "true"]).current_dir(&project);
+        c.args(["run", "--itemize", "off", "-C"])
+            .arg(&project)
+            .args(["--", "true"])
+            .current_dir(&project);
         c
     })?;
     println!("bench spawn, median of {RUNS} runs:");

@@ -37,7 +37,10 @@ fn main() -> Result<()> {
 }
 
 fn project_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."))
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
 }
 
 /// Runs a command, echoing it, failing with its status.
@@ -74,7 +77,9 @@ fn ci(root: &Path) -> Result<()> {
     if is_root() && Path::new("/usr/bin/bwrap").exists() {
         test_unprivileged(root)?;
     } else {
-        eprintln!("xtask: skipping the unprivileged e2e run: it needs root to create the test user");
+        eprintln!(
+            "xtask: skipping the unprivileged e2e run: it needs root to create the test user"
+        );
     }
     eprintln!("xtask ci: all checks passed in {:.0?}", started.elapsed());
     Ok(())
@@ -84,7 +89,8 @@ fn ci(root: &Path) -> Result<()> {
 fn purity() -> Result<()> {
     for krate in ["paddock-policy", "paddock-strace-parse"] {
         for forbidden in ["libc", "nix"] {
-            let out = cargo().args(["tree", "-p", krate, "-e", "normal", "-i", forbidden]).output()?;
+            let out =
+                cargo().args(["tree", "-p", krate, "-e", "normal", "-i", forbidden]).output()?;
             let text = String::from_utf8_lossy(&out.stdout);
             if out.status.success() && text.contains(forbidden) {
                 bail!("{krate} must stay pure, but depends on {forbidden}:\n{text}");
@@ -98,17 +104,38 @@ fn purity() -> Result<()> {
 /// Type-checks the macOS-facing crates for darwin.
 fn darwin_check() -> Result<()> {
     let installed = Command::new("rustup").args(["target", "list", "--installed"]).output();
-    let have = |t: &str| installed.as_ref().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).lines().any(|l| l == t));
+    let have = |t: &str| {
+        installed.as_ref().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).lines().any(|l| l == t))
+    };
     let mut targets = Vec::new();
     for target in ["x86_64-apple-darwin", "aarch64-apple-darwin"] {
-        if have(target) || Command::new("rustup").args(["target", "add", target]).status().is_ok_and(|s| s.success()) {
+        if have(target)
+            || Command::new("rustup")
+                .args(["target", "add", target])
+                .status()
+                .is_ok_and(|s| s.success())
+        {
             targets.push(target);
         } else {
-            eprintln!("xtask: skipping `cargo check --target {target}`: rustup cannot install the target here");
+            eprintln!(
+                "xtask: skipping `cargo check --target {target}`: rustup cannot install the target here"
+            );
         }
     }
     for target in targets {
-        run(cargo().args(["check", "--target", target, "-p", "paddock-macos-seatbelt", "-p", "paddock-policy", "-p", "paddock-portbridge", "-p", "paddock-strace-parse"]))?;
+        run(cargo().args([
+            "check",
+            "--target",
+            target,
+            "-p",
+            "paddock-macos-seatbelt",
+            "-p",
+            "paddock-policy",
+            "-p",
+            "paddock-portbridge",
+            "-p",
+            "paddock-strace-parse",
+        ]))?;
     }
     Ok(())
 }
@@ -129,7 +156,9 @@ fn demo(root: &Path, command: &[String]) -> Result<()> {
     }
     eprintln!("$ cd {} && paddock run -- ...", project.display());
     let status = cmd.status()?;
-    eprintln!("xtask demo: the task exited with {status} (a write outside the project fails: that is the point)");
+    eprintln!(
+        "xtask demo: the task exited with {status} (a write outside the project fails: that is the point)"
+    );
     Ok(())
 }
 
@@ -138,20 +167,32 @@ fn install_system_packages(packages: &[&str]) -> Result<()> {
     let missing: Vec<&str> = packages
         .iter()
         .copied()
-        .filter(|p| !Command::new("dpkg").args(["-s", p]).output().is_ok_and(|o| o.status.success()))
+        .filter(|p| {
+            !Command::new("dpkg").args(["-s", p]).output().is_ok_and(|o| o.status.success())
+        })
         .collect();
     if missing.is_empty() {
         return Ok(());
     }
     if !is_root() {
-        bail!("paddock needs {}: install them with `sudo apt-get install -y {}`", missing.join(", "), missing.join(" "));
+        bail!(
+            "paddock needs {}: install them with `sudo apt-get install -y {}`",
+            missing.join(", "),
+            missing.join(" ")
+        );
     }
     run(Command::new("apt-get").args(["update", "-qq"]))?;
-    run(Command::new("apt-get").args(["install", "-y", "-qq"]).args(&missing).env("DEBIAN_FRONTEND", "noninteractive"))
+    run(Command::new("apt-get")
+        .args(["install", "-y", "-qq"])
+        .args(&missing)
+        .env("DEBIAN_FRONTEND", "noninteractive"))
 }
 
 fn is_root() -> bool {
-    Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
 const TEST_USER: &str = "paddock-test";
@@ -163,6 +204,7 @@ fn test_unprivileged(root: &Path) -> Result<()> {
         run(Command::new("useradd").args(["--create-home", "--shell", "/bin/sh", TEST_USER]))?;
     }
     // Build as root, then run the test binary as the user from a copy it can read.
+    run(cargo().args(["build", "-p", "paddock", "-p", "paddock-tests"]))?;
     let out = cargo()
         .args(["test", "-p", "paddock-tests", "--test", "e2e", "--no-run", "--message-format=json"])
         .output()?;
@@ -184,7 +226,8 @@ fn test_unprivileged(root: &Path) -> Result<()> {
         (root.join("target/debug/paddock"), "paddock"),
         (root.join("target/debug/paddock-probe"), "paddock-probe"),
     ] {
-        std::fs::copy(&src, stage.join(name)).with_context(|| format!("cannot stage {}", src.display()))?;
+        std::fs::copy(&src, stage.join(name))
+            .with_context(|| format!("cannot stage {}", src.display()))?;
     }
     run(Command::new("chmod").args(["-R", "a+rX"]).arg(&stage))?;
     run(Command::new("setpriv")
@@ -193,6 +236,7 @@ fn test_unprivileged(root: &Path) -> Result<()> {
         .arg(format!("PADDOCK_BIN={}", stage.join("paddock").display()))
         .arg(format!("PADDOCK_PROBE={}", stage.join("paddock-probe").display()))
         .arg(format!("HOME=/home/{TEST_USER}"))
+        .arg(format!("PADDOCK_E2E_TMP=/home/{TEST_USER}/e2e"))
         .arg(format!("CI={}", std::env::var("CI").unwrap_or_default()))
         .arg("PATH=/usr/local/bin:/usr/bin:/bin")
         .arg(stage.join("e2e"))
@@ -203,18 +247,24 @@ fn test_unprivileged(root: &Path) -> Result<()> {
 }
 
 fn test_linux(root: &Path) -> Result<()> {
+    // The suite drives the built binary: build it first so it is never stale.
+    run(cargo().args(["build", "-p", "paddock", "-p", "paddock-tests"]))?;
     run(cargo().args(["test", "-p", "paddock-tests", "--test", "e2e"]))?;
     if is_root() {
         test_unprivileged(root)
     } else {
-        eprintln!("xtask: the unprivileged run needs root to create its user; ran as the current user only");
+        eprintln!(
+            "xtask: the unprivileged run needs root to create its user; ran as the current user only"
+        );
         Ok(())
     }
 }
 
 fn test_macos() -> Result<()> {
     if !cfg!(target_os = "macos") {
-        bail!("test-macos runs the end-to-end suite against /usr/bin/sandbox-exec and needs macOS; run it on a macOS CI runner");
+        bail!(
+            "test-macos runs the end-to-end suite against /usr/bin/sandbox-exec and needs macOS; run it on a macOS CI runner"
+        );
     }
     run(cargo().args(["test", "-p", "paddock-macos-seatbelt", "-p", "paddock-tests"]))
 }

@@ -11,7 +11,9 @@ pub fn check(root: &Path) -> Result<()> {
     let mut count = 0;
     for dir in ["crates", "xtask", "tests"] {
         walk(&root.join(dir), &mut |path| {
-            if path.extension().is_some_and(|e| e == "rs") && !path.components().any(|c| c.as_os_str() == "target") {
+            if path.extension().is_some_and(|e| e == "rs")
+                && !path.components().any(|c| c.as_os_str() == "target")
+            {
                 count += 1;
                 let text = std::fs::read_to_string(path).unwrap_or_default();
                 let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");

@@ -1,2 +1,33 @@
-//! placeholder
-fn main() {}
+//! The `paddock` command: see `paddock --help`. All logic is in the library; this file maps
+//! errors to exit statuses (125 for paddock's own) and hands the hidden `__supervise`
+//! subcommand to the Linux supervisor.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    #[cfg(target_os = "linux")]
+    {
+        let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        if args.get(1).is_some_and(|a| a == paddock_linux_bwrap::SUPERVISE_SUBCOMMAND) {
+            let code = paddock_linux_bwrap::supervisor::main_from_args(&args[2..]);
+            return ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(125));
+        }
+    }
+    let cli = match paddock::args::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { paddock::commands::EXIT_PADDOCK_ERROR } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match paddock::commands::dispatch(&cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("paddock: {e:#}");
+            ExitCode::from(paddock::commands::EXIT_PADDOCK_ERROR)
+        }
+    }
+}

@@ -264,6 +264,17 @@ impl<'a> Resolver<'a> {
         anchors.retain(|a| {
             !reads.iter().any(|(p, _)| *p == a.path) && !write.iter().any(|g| g.path == a.path)
         });
+        // An anchor inside another anchor is hidden already unless an exception of the
+        // outer one re-opens a path holding it; keeping it would only add a mount point that
+        // shows its name (`ls ~` listing `.ssh` under a hidden home).
+        let outer: Vec<DenyAnchor> = anchors.clone();
+        anchors.retain(|b| {
+            !outer.iter().any(|a| {
+                a.path != b.path
+                    && b.path.starts_with(&a.path)
+                    && !a.exceptions.iter().any(|e| b.path.starts_with(&e.path))
+            })
+        });
 
         let (protected, pinned) = self.protected(policy, &write)?;
         let network = match &policy.allow.network.value {

@@ -1,0 +1,124 @@
+//! The command line: `paddock run`, `plan`, `check`, and the hidden supervisor entry.
+//!
+//! The flags of `run` are a contract that tools outside this repo rely on; add to them,
+//! never change them.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Run one command with exactly the files, network and sockets its policy grants, and say
+/// afterwards what it was denied.
+#[derive(Debug, Parser)]
+#[command(name = "paddock", version, about, max_term_width = 100)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run PROGRAM sandboxed.
+    Run(RunArgs),
+    /// Print the resolved policy and the plan for PROGRAM without running it.
+    Plan(PlanArgs),
+    /// Probe the host: what paddock can enforce and itemize here, and how to fix what is missing.
+    Check(CheckArgs),
+}
+
+/// Flags shared by `run` and `plan`.
+#[derive(Debug, Args, Clone)]
+pub struct PolicyArgs {
+    /// The project directory: relative grants anchor here (default: the current directory).
+    #[arg(short = 'C', long = "project", value_name = "DIR")]
+    pub project: Option<PathBuf>,
+    /// The config file (default: DIR/paddock.toml if present, else the built-in default
+    /// policy). A `.json` file is read as sandbox-runtime settings.
+    #[arg(short = 'c', long = "config", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Also allow reading P (under a deny anchor).
+    #[arg(long = "allow-read", value_name = "P")]
+    pub allow_read: Vec<OsString>,
+    /// Also allow writing P.
+    #[arg(long = "allow-write", value_name = "P")]
+    pub allow_write: Vec<OsString>,
+    /// Also hide P (a read-deny anchor).
+    #[arg(long = "deny-read", value_name = "P")]
+    pub deny_read: Vec<OsString>,
+    /// Network: off, on, or a comma-separated list of destinations.
+    #[arg(long = "network", value_name = "off|on|DOMAIN[,DOMAIN...]")]
+    pub network: Option<String>,
+    /// Allow unix-domain sockets.
+    #[arg(long = "allow-unix-sockets")]
+    pub allow_unix_sockets: bool,
+    /// How denials are itemized.
+    #[arg(long = "itemize", value_enum)]
+    pub itemize: Option<ItemizeArg>,
+    /// The backend (default: the one for this OS).
+    #[arg(long = "backend", value_enum)]
+    pub backend: Option<BackendArg>,
+}
+
+/// `--itemize`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ItemizeArg {
+    /// observe, else strace, else off.
+    Auto,
+    /// The observing FUSE mount and seccomp notifications.
+    Observe,
+    /// strace.
+    Strace,
+    /// Enforce only.
+    Off,
+}
+
+/// `--backend`.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum BackendArg {
+    /// bubblewrap + seccomp (Linux).
+    LinuxBwrap,
+    /// sandbox-exec (macOS).
+    MacosSeatbelt,
+}
+
+/// `paddock run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The policy.
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Kill the task after SECS seconds (exit 124).
+    #[arg(long = "timeout", value_name = "SECS")]
+    pub timeout: Option<f64>,
+    /// Write a JSON report of the run and its violations to FILE.
+    #[arg(long = "report", value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    /// The program and its arguments (PATH lookup happens inside the sandbox).
+    #[arg(last = true, required = true, value_name = "PROGRAM")]
+    pub command: Vec<OsString>,
+}
+
+/// `paddock plan`.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The policy.
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Print JSON.
+    #[arg(long = "json")]
+    pub json: bool,
+    /// The program and its arguments (default: `true`).
+    #[arg(last = true, value_name = "PROGRAM")]
+    pub command: Vec<OsString>,
+}
+
+/// `paddock check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Print JSON.
+    #[arg(long = "json")]
+    pub json: bool,
+}

@@ -1,0 +1,218 @@
+//! The subcommands: `run`, `plan` and `check`, composed from the library crates.
+
+use std::io::Write;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use paddock_policy::{
+    AbsPathBuf, Backend, HostFacts, ReportFilter, SpawnPlan, Task, cwd_hint, summarize,
+};
+use serde::Serialize;
+
+use crate::args::{BackendArg, CheckArgs, PlanArgs, PolicyArgs, RunArgs};
+use crate::load::{Loaded, load};
+use crate::report::RunReport;
+
+/// Exit status for paddock's own errors (bad config, sandbox unavailable).
+pub const EXIT_PADDOCK_ERROR: u8 = 125;
+/// Exit status when the task was killed for running past `--timeout`.
+pub const EXIT_TIMEOUT: u8 = 124;
+
+fn backend(choice: Option<BackendArg>) -> Box<dyn Backend> {
+    let default =
+        if cfg!(target_os = "macos") { BackendArg::MacosSeatbelt } else { BackendArg::LinuxBwrap };
+    match choice.unwrap_or(default) {
+        BackendArg::LinuxBwrap => Box::new(paddock_linux_bwrap::LinuxBwrap),
+        BackendArg::MacosSeatbelt => Box::new(paddock_macos_seatbelt::MacosSeatbelt),
+    }
+}
+
+/// The host facts for planning: probed on the OS the backend runs on; on another OS (a
+/// macOS plan printed on Linux) the facts a typical host of that OS has.
+fn facts_for(choice: Option<BackendArg>) -> HostFacts {
+    #[cfg(target_os = "linux")]
+    if choice != Some(BackendArg::MacosSeatbelt) {
+        return paddock_linux_bwrap::probe::facts();
+    }
+    let _ = choice;
+    HostFacts { sandbox_exec: true, self_exe: std::env::current_exe().ok(), ..HostFacts::default() }
+}
+
+fn task(loaded: &Loaded, command: &[std::ffi::OsString], runtime_dir: AbsPathBuf) -> Result<Task> {
+    let Some((program, args)) = command.split_first() else {
+        bail!("no program to run; write it after `--`")
+    };
+    Ok(Task { program: program.clone(), args: args.to_vec(), cwd: loaded.cwd.clone(), runtime_dir })
+}
+
+#[derive(Serialize)]
+struct PlanOutput<'a> {
+    config: Option<&'a std::path::Path>,
+    policy: &'a paddock_policy::ResolvedPolicy,
+    notes: &'a [String],
+    plan: &'a SpawnPlan,
+}
+
+/// `paddock plan`.
+pub fn plan(args: &PlanArgs) -> Result<u8> {
+    let loaded = load(&args.policy)?;
+    let command = if args.command.is_empty() { vec!["true".into()] } else { args.command.clone() };
+    let runtime_dir = crate::runtime_dir::planned_path();
+    let t = task(&loaded, &command, runtime_dir)?;
+    let facts = facts_for(args.policy.backend);
+    let plan = backend(args.policy.backend).plan(&loaded.resolved, &t, &facts)?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let output = PlanOutput {
+            config: loaded.config.as_deref(),
+            policy: &loaded.resolved,
+            notes: &loaded.notes,
+            plan: &plan,
+        };
+        serde_json::to_writer_pretty(&mut out, &output)?;
+        writeln!(out)?;
+    } else {
+        print_plan_text(&mut out, &loaded, &plan)?;
+    }
+    Ok(0)
+}
+
+fn print_plan_text(out: &mut dyn Write, loaded: &Loaded, plan: &SpawnPlan) -> Result<()> {
+    let r = &loaded.resolved;
+    match &loaded.config {
+        Some(c) => writeln!(out, "config: {}", c.display())?,
+        None => writeln!(out, "config: built-in default policy")?,
+    }
+    writeln!(out, "project: {}", r.project_dir)?;
+    writeln!(out, "writable:")?;
+    for w in &r.write {
+        writeln!(out, "  {} ({})", w.path, w.origin)?;
+    }
+    writeln!(out, "hidden:")?;
+    for a in &r.read_deny {
+        writeln!(out, "  {} ({})", a.path, a.origin)?;
+        for e in &a.exceptions {
+            writeln!(out, "    except {}{}", e.path, if e.writable { " (writable)" } else { "" })?;
+        }
+    }
+    writeln!(out, "protected (read-only inside write grants):")?;
+    for p in &r.protected {
+        writeln!(out, "  {} [{}]", p.path, p.rule)?;
+    }
+    writeln!(out, "network: {}", serde_json::to_string(&r.network)?)?;
+    writeln!(out, "unix sockets: {}", serde_json::to_string(&r.unix_sockets)?)?;
+    for n in &loaded.notes {
+        writeln!(out, "note: {n}")?;
+    }
+    for d in &plan.diagnostics {
+        writeln!(out, "plan: {d}")?;
+    }
+    writeln!(out, "backend: {} ({})", plan.backend, plan.program)?;
+    Ok(())
+}
+
+/// `paddock check`.
+pub fn check(args: &CheckArgs) -> Result<u8> {
+    #[cfg(target_os = "linux")]
+    {
+        use paddock_linux_bwrap::probe::Status;
+        let report = &paddock_linux_bwrap::probe::probe().report;
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(report)?);
+        } else {
+            for c in &report.checks {
+                let mark = match c.status {
+                    Status::Ok => "ok  ",
+                    Status::Warn => "warn",
+                    Status::Fail => "FAIL",
+                };
+                println!("{mark} {:<18} {}", c.name, c.message);
+                if let Some(fix) = c.fix.as_ref().filter(|_| c.status != Status::Ok) {
+                    println!("     {:<18} fix: {fix}", "");
+                }
+            }
+        }
+        Ok(if report.ok() { 0 } else { 1 })
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = args;
+        bail!("`paddock check` probes Linux hosts; on macOS run `cargo xtask test-macos`")
+    }
+}
+
+/// `paddock run`.
+pub fn run(args: &RunArgs) -> Result<u8> {
+    // Sweep first: a killed run's placeholders must be gone before resolution looks at
+    // the project, or they would be taken for the user's own files.
+    crate::runtime_dir::sweep_stale();
+    let loaded = load(&args.policy)?;
+    for n in &loaded.notes {
+        eprintln!("paddock: note: {n}");
+    }
+    let facts = facts_for(args.policy.backend);
+    let runtime = crate::runtime_dir::RuntimeDir::create()
+        .context("cannot create the task's runtime directory")?;
+    let t = task(&loaded, &args.command, runtime.path().clone())?;
+    let plan = backend(args.policy.backend).plan(&loaded.resolved, &t, &facts)?;
+    for d in &plan.diagnostics {
+        eprintln!("paddock: {d}");
+    }
+    let timeout = match args.timeout {
+        Some(s) if s.is_finite() && s > 0.0 => Some(Duration::from_secs_f64(s)),
+        Some(s) => bail!("--timeout {s}: give a positive number of seconds"),
+        None => None,
+    };
+    let opts =
+        crate::supervise::RunOptions { timeout, grace: Duration::from_secs(2), capture: false };
+    let outcome = crate::supervise::run_plan_in(&plan, &opts, Some(runtime.path().as_path()))?;
+    drop(runtime);
+    let violations: Vec<paddock_policy::Violation> = Vec::new();
+    let filter = ReportFilter::new(&loaded.resolved);
+    let reported: Vec<_> = violations.into_iter().filter(|v| filter.keep(v, None)).collect();
+    for line in summarize(&reported, &loaded.resolved.project_dir) {
+        eprintln!("paddock: {line}");
+    }
+    if let Some(hint) = cwd_hint(&loaded.resolved, &loaded.cwd, outcome.exit_code, reported.len()) {
+        eprintln!("paddock: hint: {hint}");
+    }
+    if outcome.timed_out {
+        eprintln!(
+            "paddock: the task ran past --timeout {}s and was killed",
+            args.timeout.unwrap_or_default()
+        );
+    }
+    let code = if outcome.timed_out {
+        EXIT_TIMEOUT
+    } else {
+        u8::try_from(outcome.exit_code.clamp(0, 255)).unwrap_or(EXIT_PADDOCK_ERROR)
+    };
+    if let Some(path) = &args.report {
+        let report = RunReport {
+            exit_code: i32::from(code),
+            signal: outcome.signal,
+            timed_out: outcome.timed_out,
+            duration_ms: u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
+            itemized: false,
+            itemized_by: None,
+            cpu_ms: u64::try_from(outcome.cpu_time.as_millis()).unwrap_or(u64::MAX),
+            max_rss_kib: outcome.max_rss_kib,
+            violations: reported,
+        };
+        report.write(path)?;
+    }
+    Ok(code)
+}
+
+/// Dispatches a parsed command line.
+pub fn dispatch(cli: &crate::args::Cli) -> Result<u8> {
+    match &cli.command {
+        crate::args::Command::Run(a) => run(a),
+        crate::args::Command::Plan(a) => plan(a),
+        crate::args::Command::Check(a) => check(a),
+    }
+}
+
+/// Unused-field guard: `PolicyArgs` is shared by `run` and `plan`.
+#[allow(dead_code)]
+fn _uses(_: &PolicyArgs) {}

@@ -1,0 +1,133 @@
+//! From the command line to a resolved policy: config discovery, flags laid over the
+//! config, resolution on the real filesystem.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result, anyhow, bail};
+use paddock_policy::{
+    AbsPathBuf, Context, DomainPattern, Entry, Format, ItemizeMode, NetworkRule, Origin, PathSpec,
+    Policy, ResolvedPolicy, UnixSocketsRule, default_policy, load_str, resolve,
+};
+
+use crate::args::{ItemizeArg, PolicyArgs};
+use crate::host::RealHost;
+
+/// A policy ready to plan from, with what the user should be told about it.
+#[derive(Debug)]
+pub struct Loaded {
+    /// The resolved policy.
+    pub resolved: ResolvedPolicy,
+    /// Notes from conversion and resolution.
+    pub notes: Vec<String>,
+    /// The config file read, if any.
+    pub config: Option<PathBuf>,
+    /// The task's working directory (canonical).
+    pub cwd: AbsPathBuf,
+}
+
+/// Reads the config (or the default), lays the flags over it and resolves it.
+pub fn load(args: &PolicyArgs) -> Result<Loaded> {
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    let project = match &args.project {
+        Some(p) if p.is_absolute() => p.clone(),
+        Some(p) => cwd.join(p),
+        None => cwd.clone(),
+    };
+    let mut notes = Vec::new();
+    let config = match &args.config {
+        Some(c) => Some(if c.is_absolute() { c.clone() } else { cwd.join(c) }),
+        None => Some(project.join("paddock.toml")).filter(|p| p.is_file()),
+    };
+    let mut policy = match &config {
+        None => default_policy(),
+        Some(file) => read_config(file, &mut notes)?,
+    };
+    apply_flags(&mut policy, args)?;
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute())
+        .ok_or_else(|| anyhow!("HOME is not set to an absolute path; set it so that `~` in a policy means something"))?;
+    let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    let ctx = Context::new(project, home).with_env(env);
+    let (resolved, more) = resolve(&policy, &ctx, &RealHost)?;
+    notes.extend(more);
+    let cwd = paddock_policy::canonicalize(&RealHost, &cwd)?.0;
+    Ok(Loaded { resolved, notes, config, cwd })
+}
+
+fn read_config(file: &Path, notes: &mut Vec<String>) -> Result<Policy> {
+    let meta = std::fs::metadata(file)
+        .with_context(|| format!("cannot read the config file {}", file.display()))?;
+    if meta.len() > paddock_policy::MAX_CONFIG_BYTES as u64 {
+        bail!(
+            "{}: the config file is larger than paddock reads; keep it under {} bytes",
+            file.display(),
+            paddock_policy::MAX_CONFIG_BYTES
+        );
+    }
+    let bytes = std::fs::read(file)
+        .with_context(|| format!("cannot read the config file {}", file.display()))?;
+    let text = String::from_utf8(bytes).map_err(|_| {
+        anyhow!("{}: the config file is not UTF-8; save it as UTF-8", file.display())
+    })?;
+    if file.extension().is_some_and(|e| e == "json") {
+        let (policy, more) = paddock_policy::srt::convert(&text, file)?;
+        notes.extend(more);
+        Ok(policy)
+    } else {
+        Ok(load_str(&text, file, Format::Toml)?)
+    }
+}
+
+fn apply_flags(policy: &mut Policy, args: &PolicyArgs) -> Result<()> {
+    let spec = |p: &OsString, flag: &str| {
+        if p.is_empty() || p.as_encoded_bytes().contains(&0) {
+            bail!("{flag} needs a path");
+        }
+        Ok(Entry::new(
+            PathSpec(p.clone()),
+            Origin::flag(format!("{flag} {}", paddock_policy::DisplayBytes(p))),
+        ))
+    };
+    for p in &args.allow_read {
+        policy.allow.read.push(spec(p, "--allow-read")?);
+    }
+    for p in &args.allow_write {
+        policy.allow.write.push(spec(p, "--allow-write")?);
+    }
+    for p in &args.deny_read {
+        policy.deny.read.push(spec(p, "--deny-read")?);
+    }
+    if let Some(n) = &args.network {
+        let origin = Origin::flag(format!("--network {n}"));
+        let rule = match n.as_str() {
+            "off" => NetworkRule::Off,
+            "on" => NetworkRule::On,
+            list => {
+                let mut out = Vec::new();
+                for item in list.split(',') {
+                    let pattern = DomainPattern::parse(item).map_err(|m| {
+                        anyhow!("--network: {item:?} is not a valid destination: {m}")
+                    })?;
+                    out.push(Entry::new(pattern, origin.clone()));
+                }
+                NetworkRule::Domains(out)
+            }
+        };
+        policy.allow.network = Entry::new(rule, origin);
+    }
+    if args.allow_unix_sockets {
+        policy.allow.unix_sockets =
+            Entry::new(UnixSocketsRule::All, Origin::flag("--allow-unix-sockets"));
+    }
+    if let Some(mode) = args.itemize {
+        policy.report.itemize = match mode {
+            ItemizeArg::Auto => ItemizeMode::Auto,
+            ItemizeArg::Observe => ItemizeMode::Observe,
+            ItemizeArg::Strace => ItemizeMode::Strace,
+            ItemizeArg::Off => ItemizeMode::Off,
+        };
+    }
+    Ok(())
+}

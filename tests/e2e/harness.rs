@@ -1,0 +1,148 @@
+//! The harness: a scratch home and project, the binaries, and running `paddock`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+/// A throw-away `$HOME` with canaries and a git project `$HOME/proj`.
+pub struct Scratch {
+    pub root: PathBuf,
+    pub home: PathBuf,
+    pub project: PathBuf,
+}
+
+pub const CANARY: &str = "canary-7f3a9c1e";
+
+impl Scratch {
+    pub fn new(name: &str) -> Scratch {
+        // Not under /tmp: every task gets a private /tmp, which would hide the scratch dirs.
+        let tmp = std::env::var_os("PADDOCK_E2E_TMP")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")));
+        let base = tmp.join(format!("e2e-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let home = base.join("home");
+        let project = home.join("proj");
+        for d in
+            [home.join(".ssh"), home.join(".aws"), project.join(".git/hooks"), project.join("src")]
+        {
+            std::fs::create_dir_all(&d).unwrap();
+        }
+        std::fs::write(home.join(".ssh/id_canary"), CANARY).unwrap();
+        std::fs::write(home.join(".aws/credentials"), CANARY).unwrap();
+        std::fs::write(project.join(".git/config"), "[core]\n").unwrap();
+        std::fs::write(project.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(project.join("src/main.rs"), "fn main() {}\n").unwrap();
+        let root = base.canonicalize().unwrap();
+        Scratch { home: root.join("home"), project: root.join("home/proj"), root }
+    }
+
+    /// `paddock run` in the project with HOME set to the scratch home.
+    pub fn paddock(&self) -> Command {
+        let mut c = Command::new(paddock_bin());
+        c.current_dir(&self.project).env("HOME", &self.home).env_remove("PADDOCK_LOG");
+        c.stdin(Stdio::null());
+        c
+    }
+
+    /// Runs the probe with `ops` under `paddock run` with extra flags, returning the parsed
+    /// observations and the whole output.
+    pub fn probe(&self, flags: &[&str], ops: &[&str]) -> (Vec<Value>, Output) {
+        let out = self
+            .paddock()
+            .arg("run")
+            .args(flags)
+            .arg("--")
+            .arg(probe_bin())
+            .args(ops)
+            .output()
+            .unwrap();
+        let obs = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        (obs, out)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+/// The observation for operation `op`, panicking with the output if missing.
+pub fn obs<'a>(all: &'a [Value], op: &str, arg: &str) -> &'a Value {
+    all.iter()
+        .find(|v| v["op"] == op && (arg.is_empty() || v["arg"] == arg))
+        .unwrap_or_else(|| panic!("no observation for {op}:{arg} in {all:#?}"))
+}
+
+/// Asserts an observation failed with one of `errnos`.
+#[track_caller]
+pub fn assert_denied(all: &[Value], op: &str, arg: &str, errnos: &[i64]) {
+    let o = obs(all, op, arg);
+    assert_eq!(o["ok"], false, "{op}:{arg} should be denied: {o}");
+    let e = o["errno"].as_i64().unwrap_or(-1);
+    assert!(
+        errnos.contains(&e),
+        "{op}:{arg} failed with errno {e}, expected one of {errnos:?}: {o}"
+    );
+}
+
+#[track_caller]
+pub fn assert_allowed(all: &[Value], op: &str, arg: &str) -> String {
+    let o = obs(all, op, arg);
+    assert_eq!(o["ok"], true, "{op}:{arg} should be allowed: {o}");
+    o["detail"].as_str().unwrap_or("").to_owned()
+}
+
+pub const EPERM: i64 = 1;
+pub const ENOENT: i64 = 2;
+pub const EACCES: i64 = 13;
+pub const EBUSY: i64 = 16;
+pub const EROFS: i64 = 30;
+pub const ENETUNREACH: i64 = 101;
+pub const ECONNREFUSED: i64 = 111;
+
+fn target_dir_bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    // target/debug/deps/e2e-HASH -> target/debug/NAME
+    exe.parent().and_then(Path::parent).map(|d| d.join(name)).unwrap()
+}
+
+pub fn paddock_bin() -> PathBuf {
+    std::env::var_os("PADDOCK_BIN").map(PathBuf::from).unwrap_or_else(|| target_dir_bin("paddock"))
+}
+
+pub fn probe_bin() -> PathBuf {
+    std::env::var_os("PADDOCK_PROBE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_paddock-probe")))
+}
+
+/// Whether the OS sandbox is here. Skips loudly, or panics when OS tests are required.
+pub fn require_os_sandbox() -> bool {
+    let required = std::env::var_os("CI").is_some_and(|v| v == "true" || v == "1")
+        || std::env::var_os("PADDOCK_REQUIRE_OS_TESTS").is_some();
+    let missing =
+        if !Path::new("/usr/bin/bwrap").exists() && !Path::new("/usr/local/bin/bwrap").exists() {
+            Some("bubblewrap is not installed (apt-get install bubblewrap)".to_owned())
+        } else if !paddock_bin().exists() {
+            Some(format!(
+                "the paddock binary is not built at {} (cargo build -p paddock)",
+                paddock_bin().display()
+            ))
+        } else {
+            None
+        };
+    match missing {
+        None => true,
+        Some(why) if required => panic!("OS tests are required here but cannot run: {why}"),
+        Some(why) => {
+            eprintln!("SKIPPED: {why}");
+            false
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! Processes: exit statuses, signals, timeouts, and nothing left behind (PRC-01, PRC-04, G2).
+
+use std::time::{Duration, Instant};
+
+use crate::harness::*;
+
+fn code(s: &Scratch, args: &[&str]) -> Option<i32> {
+    s.paddock().arg("run").args(args).output().unwrap().status.code()
+}
+
+#[test]
+fn exit_statuses() {
+    if !require_os_sandbox() {
+        return;
+    }
+    let s = Scratch::new("exit");
+    assert_eq!(code(&s, &["--", "sh", "-c", "exit 3"]), Some(3));
+    assert_eq!(code(&s, &["--", "true"]), Some(0));
+    assert_eq!(code(&s, &["--", "sh", "-c", "kill -TERM $$"]), Some(128 + 15));
+    assert_eq!(code(&s, &["--", "paddock-no-such-program"]), Some(127));
+    assert_eq!(code(&s, &["--", "/etc/hostname"]), Some(126));
+}
+
+#[test]
+fn timeout_exits_124_and_kills_the_task() {
+    if !require_os_sandbox() {
+        return;
+    }
+    let s = Scratch::new("timeout");
+    let started = Instant::now();
+    let out = s.paddock().args(["run", "--timeout", "1", "--", "sleep", "30"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(124), "{out:?}");
+    assert!(started.elapsed() < Duration::from_secs(20), "the timeout did not stop the task");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("timeout"));
+}
+
+#[test]
+fn report_file_has_the_contract_keys() {
+    if !require_os_sandbox() {
+        return;
+    }
+    let s = Scratch::new("report");
+    let report = s.root.join("report.json");
+    let out = s
+        .paddock()
+        .arg("run")
+        .arg("--report")
+        .arg(&report)
+        .args(["--", "sh", "-c", "exit 4"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    for key in ["exit_code", "signal", "timed_out", "duration_ms", "itemized", "violations"] {
+        assert!(v.get(key).is_some(), "missing {key} in {v}");
+    }
+    assert_eq!(v["exit_code"], 4);
+    assert_eq!(v["timed_out"], false);
+}
+
+fn processes_with(marker: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline"))
+            && String::from_utf8_lossy(&cmd).contains(marker)
+        {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+#[test]
+fn daemons_do_not_survive_the_task_prc04() {
+    if !require_os_sandbox() {
+        return;
+    }
+    let s = Scratch::new("prc04");
+    let marker = format!("{}", 600_000 + std::process::id() % 1000);
+    let script = format!(
+        "setsid sleep {marker} >/dev/null 2>&1 & (trap '' HUP TERM; exec sleep {marker}) & exit 0"
+    );
+    let out = s.paddock().args(["run", "--", "sh", "-c", &script]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        processes_with(&format!("sleep\0{marker}")).is_empty(),
+        "a task process outlived paddock"
+    );
+}
+
+#[test]
+fn kill_9_of_paddock_takes_the_sandbox_with_it() {
+    if !require_os_sandbox() {
+        return;
+    }
+    let s = Scratch::new("kill9");
+    let marker = format!("{}", 700_000 + std::process::id() % 1000);
+    let mut child = s.paddock().args(["run", "--", "sleep", &marker]).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while processes_with(&format!("sleep\0{marker}")).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!processes_with(&format!("sleep\0{marker}")).is_empty(), "the task never started");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        processes_with(&format!("sleep\0{marker}")).is_empty(),
+        "the task outlived a kill -9 of paddock"
+    );
+}
+
+#[test]
+fn host_processes_are_invisible_prc01() {
+    if !require_os_sandbox() {
+        return;
+    }
+    let s = Scratch::new("prc01");
+    let me = std::process::id();
+    let out = s
+        .paddock()
+        .args(["run", "--", "sh", "-c", &format!("kill -9 {me}; echo rc=$?")])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("rc=1") || !out.status.success());
+}
