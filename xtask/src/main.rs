@@ -74,6 +74,7 @@ fn ci(root: &Path) -> Result<()> {
     run(cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
     run(cargo().args(["test", "--workspace", "--no-fail-fast"]).env("RUSTFLAGS", "-D warnings"))?;
     darwin_check()?;
+    fuzz_check(root)?;
     if is_root() && Path::new("/usr/bin/bwrap").exists() {
         test_unprivileged(root)?;
     } else {
@@ -98,6 +99,21 @@ fn purity() -> Result<()> {
         }
     }
     eprintln!("xtask: pure crates have no libc or nix");
+    Ok(())
+}
+
+/// The fuzz targets (each crate's `fuzz/`, its own workspace) keep building.
+fn fuzz_check(root: &Path) -> Result<()> {
+    for krate in ["policy", "strace-parse"] {
+        let manifest = root.join("crates").join(krate).join("fuzz/Cargo.toml");
+        if manifest.exists() {
+            run(cargo()
+                .arg("check")
+                .arg("--manifest-path")
+                .arg(&manifest)
+                .env("CARGO_TARGET_DIR", root.join("target/fuzz")))?;
+        }
+    }
     Ok(())
 }
 
