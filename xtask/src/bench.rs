@@ -40,7 +40,7 @@ fn median(cmd: &mut dyn FnMut() -> Command) -> Result<Duration> {
 
 fn spawn(root: &Path) -> Result<()> {
     run(cargo().args(["build", "--release", "-p", "paddock"]))?;
-    let paddock = root.join("target/release/paddock");
+    let paddock = crate::target_dir(root).join("release/paddock");
     let project = std::env::temp_dir().join("paddock-bench-project");
     std::fs::create_dir_all(&project)?;
     let plan = Command::new(&paddock)

@@ -36,6 +36,11 @@ fn main() -> Result<()> {
     }
 }
 
+/// Cargo's target directory (`CARGO_TARGET_DIR` or `target/`).
+pub fn target_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"))
+}
+
 fn project_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -111,7 +116,7 @@ fn fuzz_check(root: &Path) -> Result<()> {
                 .arg("check")
                 .arg("--manifest-path")
                 .arg(&manifest)
-                .env("CARGO_TARGET_DIR", root.join("target/fuzz")))?;
+                .env("CARGO_TARGET_DIR", target_dir(root).join("fuzz")))?;
         }
     }
     Ok(())
@@ -163,7 +168,7 @@ fn demo(root: &Path, command: &[String]) -> Result<()> {
     run(cargo().args(["build", "--release", "-p", "paddock"]))?;
     let project = std::env::temp_dir().join("paddock-demo");
     std::fs::create_dir_all(&project)?;
-    let mut cmd = Command::new(root.join("target/release/paddock"));
+    let mut cmd = Command::new(target_dir(root).join("release/paddock"));
     cmd.args(["run", "-C"]).arg(&project).arg("--").current_dir(&project);
     if command.is_empty() {
         cmd.args(["sh", "-c", "echo hi > out.txt && cat out.txt && echo x > /etc/paddock-demo"]);
@@ -239,8 +244,8 @@ fn test_unprivileged(root: &Path) -> Result<()> {
     std::fs::create_dir_all(&stage)?;
     for (src, name) in [
         (PathBuf::from(exe), "e2e"),
-        (root.join("target/debug/paddock"), "paddock"),
-        (root.join("target/debug/paddock-probe"), "paddock-probe"),
+        (target_dir(root).join("debug/paddock"), "paddock"),
+        (target_dir(root).join("debug/paddock-probe"), "paddock-probe"),
     ] {
         std::fs::copy(&src, stage.join(name))
             .with_context(|| format!("cannot stage {}", src.display()))?;
