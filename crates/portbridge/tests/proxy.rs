@@ -237,6 +237,10 @@ fn net04_host_loopback_in_every_spelling_is_refused() {
         "[::1]",
         "[::ffff:127.0.0.1]",
         "[0:0:0:0:0:0:0:1]",
+        // Beyond the catalogue: Unicode spellings and IPv4-compatible IPv6.
+        "\u{ff11}\u{ff12}\u{ff17}.0.0.1",
+        "127\u{3002}0\u{3002}0\u{3002}1",
+        "[::127.0.0.1]",
     ] {
         let line = status(&s.sock, &format!("{h}:{port}"));
         assert!(line.starts_with("HTTP/1.1 403"), "{h}: {line}");
@@ -249,6 +253,8 @@ fn net04_host_loopback_in_every_spelling_is_refused() {
     assert_eq!(target(&format!("[::1]:{port}")), Some(RefusalReason::IpNotListed));
     assert_eq!(target(&format!("localhost:{port}")), Some(RefusalReason::NotAllowed));
     assert_eq!(target(&format!("0.0.0.0:{port}")), Some(RefusalReason::IpNotListed));
+    assert_eq!(target(&format!("[::7f00:1]:{port}")), Some(RefusalReason::IpNotListed));
+    assert!(got.iter().all(|(t, _)| t.is_ascii()), "unicode spellings are reported as the IP");
 }
 
 #[test]
@@ -325,11 +331,12 @@ fn net15_name_resolving_to_loopback_is_refused_unless_that_ip_is_granted() {
             .with("rebind.test", &[ip("127.0.0.1")])
             .with("mixed.test", &[ip("198.18.0.10"), ip("127.0.0.1")])
             .with("private.test", &[ip("10.1.2.3")])
-            .with("mapped.test", &[ip("::ffff:127.0.0.1")]),
+            .with("mapped.test", &[ip("::ffff:127.0.0.1")])
+            .with("compat.test", &[ip("::127.0.0.1")]),
     );
-    let s =
-        setup(rules(&["rebind.test", "mixed.test", "private.test", "mapped.test"], &[]), resolver);
-    for name in ["rebind.test", "mixed.test", "private.test", "mapped.test"] {
+    let names = ["rebind.test", "mixed.test", "private.test", "mapped.test", "compat.test"];
+    let s = setup(rules(&names, &[]), resolver);
+    for name in names {
         let line = status(&s.sock, &format!("{name}:{port}"));
         assert!(line.starts_with("HTTP/1.1 403"), "{name}: {line}");
     }

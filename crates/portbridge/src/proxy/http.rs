@@ -202,7 +202,7 @@ pub(crate) fn parse_authority(
         Some(p) => return Err(format!("`{}` is not a port", p.escape_debug())),
         None => default_port.ok_or("the destination needs a port")?,
     };
-    Ok((HostName::parse(host)?, port))
+    Ok((crate::proxy::rules::canonical(HostName::parse(host)?), port))
 }
 
 /// `host:port` for reports, IPv6 in brackets.

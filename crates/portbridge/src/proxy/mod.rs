@@ -435,7 +435,7 @@ fn sni_gate(
         match sni::client_hello(buf) {
             sni::Hello::NotTls | sni::Hello::NoName => return true,
             sni::Hello::Name(name) => {
-                if HostName::parse(&name).as_ref() == Ok(host) {
+                if HostName::parse(&name).map(rules::canonical).as_ref() == Ok(host) {
                     return true;
                 }
                 let sni = name.escape_debug().to_string();

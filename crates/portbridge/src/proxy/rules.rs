@@ -13,7 +13,7 @@
 use std::fmt;
 use std::net::IpAddr;
 
-use paddock_policy::{DomainPattern, HostName, NetworkPolicy, is_internal};
+use paddock_policy::{DomainPattern, HostName, NetworkPolicy};
 
 /// The destinations one task may reach through the proxy.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -152,5 +152,58 @@ pub(crate) fn fold(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         v4 => v4,
+    }
+}
+
+/// `paddock_policy::is_internal`, plus IPv4-compatible IPv6 (`::a.b.c.d`, deprecated but
+/// still parsed) judged by the IPv4 address it embeds: fail closed on every spelling.
+pub(crate) fn is_internal(ip: IpAddr) -> bool {
+    if paddock_policy::is_internal(ip) {
+        return true;
+    }
+    match ip {
+        IpAddr::V6(v6) if v6.segments()[..6] == [0; 6] => {
+            let o = v6.octets();
+            paddock_policy::is_internal(IpAddr::V4(std::net::Ipv4Addr::new(
+                o[12], o[13], o[14], o[15],
+            )))
+        }
+        _ => false,
+    }
+}
+
+/// A host as the rules see it. `HostName::parse` maps Unicode names through IDNA, which can
+/// turn a non-ASCII spelling of an address (fullwidth digits, the ideographic full stop)
+/// into the ASCII text of an IP while still calling it a domain; such a name is the IP.
+pub(crate) fn canonical(host: HostName) -> HostName {
+    match &host {
+        HostName::Domain(d) => match HostName::parse(d) {
+            Ok(ip @ HostName::Ip(_)) => ip,
+            _ => host,
+        },
+        HostName::Ip(_) => host,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unicode_spellings_of_an_address_are_the_address() {
+        for raw in ["\u{ff11}\u{ff12}\u{ff17}.0.0.1", "127\u{3002}0\u{3002}0\u{3002}1"] {
+            let host = canonical(HostName::parse(raw).unwrap());
+            assert_eq!(host, HostName::Ip("127.0.0.1".parse().unwrap()), "{raw}");
+        }
+        let name = HostName::parse("allowed.test").unwrap();
+        assert_eq!(canonical(name.clone()), name);
+    }
+
+    #[test]
+    fn ipv4_compatible_ipv6_is_judged_by_its_ipv4() {
+        assert!(is_internal("::127.0.0.1".parse().unwrap()));
+        assert!(is_internal("::10.0.0.1".parse().unwrap()));
+        assert!(!is_internal("::198.18.0.10".parse().unwrap()));
+        assert!(!is_internal("2001:db8::1".parse().unwrap()));
     }
 }

@@ -67,9 +67,9 @@ pub(crate) fn handshake(stream: &Stream) -> Result<SocksRequest, ()> {
             let mut name = vec![0u8; usize::from(len[0])];
             r.read_exact(&mut name).map_err(drop)?;
             match String::from_utf8(name) {
-                Ok(text) => {
-                    HostName::parse(&text).map_err(|e| (text.escape_debug().to_string(), e))
-                }
+                Ok(text) => HostName::parse(&text)
+                    .map(crate::proxy::rules::canonical)
+                    .map_err(|e| (text.escape_debug().to_string(), e)),
                 Err(e) => {
                     let raw = String::from_utf8_lossy(e.as_bytes()).escape_debug().to_string();
                     Err((raw, "the name is not UTF-8".to_owned()))
