@@ -4,9 +4,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use paddock_policy::{
-    AbsPathBuf, Backend, HostFacts, ReportFilter, SpawnPlan, Task, cwd_hint, summarize,
-};
+use paddock_policy::{AbsPathBuf, Backend, HostFacts, SpawnPlan, Task, cwd_hint, summarize};
 use serde::Serialize;
 
 use crate::args::{BackendArg, CheckArgs, PlanArgs, PolicyArgs, RunArgs};
@@ -165,11 +163,21 @@ pub fn run(args: &RunArgs) -> Result<u8> {
     };
     let opts =
         crate::supervise::RunOptions { timeout, grace: Duration::from_secs(2), capture: false };
-    let outcome = crate::supervise::run_plan_in(&plan, &opts, Some(runtime.path().as_path()))?;
+    let (trace, note) = crate::trace::choose(loaded.resolved.report.itemize, &facts);
+    if let Some(note) = note {
+        eprintln!("paddock: note: {note}");
+    }
+    let ran = crate::trace::run(
+        &plan,
+        trace.as_ref(),
+        &loaded.resolved,
+        &loaded.cwd,
+        &opts,
+        Some(runtime.path().as_path()),
+    )?;
     drop(runtime);
-    let violations: Vec<paddock_policy::Violation> = Vec::new();
-    let filter = ReportFilter::new(&loaded.resolved);
-    let reported: Vec<_> = violations.into_iter().filter(|v| filter.keep(v, None)).collect();
+    let (outcome, itemized_by) = (ran.outcome, ran.itemized_by);
+    let reported = ran.violations;
     for line in summarize(&reported, &loaded.resolved.project_dir) {
         eprintln!("paddock: {line}");
     }
@@ -193,8 +201,8 @@ pub fn run(args: &RunArgs) -> Result<u8> {
             signal: outcome.signal,
             timed_out: outcome.timed_out,
             duration_ms: u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
-            itemized: false,
-            itemized_by: None,
+            itemized: itemized_by.is_some(),
+            itemized_by,
             cpu_ms: u64::try_from(outcome.cpu_time.as_millis()).unwrap_or(u64::MAX),
             max_rss_kib: outcome.max_rss_kib,
             violations: reported,

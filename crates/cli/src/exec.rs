@@ -56,11 +56,29 @@ pub enum Output {
 /// Spawns `plan`. `runtime_dir`, when given, receives the placeholder manifest before any
 /// placeholder is created.
 pub fn spawn(plan: &SpawnPlan, output: Output, runtime_dir: Option<&Path>) -> Result<Spawned> {
+    spawn_with(plan, output, runtime_dir, Vec::new())
+}
+
+/// [`spawn`], also handing the child each `(descriptor, target)` of `extra` (a tracer's log
+/// pipe). A child given extra descriptors is a tracer wrapping the sandbox: it gets
+/// `SIGKILL` when the runner dies (`PR_SET_PDEATHSIG`), as bwrap does with
+/// `--die-with-parent`, so that a `kill -9` of paddock takes the tracer and the sandbox.
+pub fn spawn_with(
+    plan: &SpawnPlan,
+    output: Output,
+    runtime_dir: Option<&Path>,
+    extra: Vec<(OwnedFd, RawFd)>,
+) -> Result<Spawned> {
     let placeholders = Placeholders::create(&plan.placeholders, runtime_dir)?;
 
     // The descriptors the child gets, as (source, target) pairs.
     let mut keep: Vec<OwnedFd> = Vec::new();
     let mut pairs: Vec<(RawFd, RawFd)> = Vec::new();
+    let die_with_parent = !extra.is_empty();
+    for (fd, target) in extra {
+        pairs.push((fd.as_raw_fd(), target));
+        keep.push(fd);
+    }
     for payload in &plan.payloads {
         let fd = memfd_with(&payload.name, &payload.bytes)
             .with_context(|| format!("cannot prepare the {} payload", payload.name))?;
@@ -95,10 +113,15 @@ pub fn spawn(plan: &SpawnPlan, output: Output, runtime_dir: Option<&Path>) -> Re
         Output::Piped => cmd.stdout(Stdio::piped()).stderr(Stdio::piped()),
     };
     cmd.process_group(0);
-    // SAFETY: the closure makes only async-signal-safe syscalls (fcntl, dup2, close_range)
-    // on data prepared before the fork, and allocates nothing.
+    // SAFETY: the closure makes only async-signal-safe syscalls (prctl, fcntl, dup2,
+    // close_range) on data prepared before the fork, and allocates nothing.
     unsafe {
-        cmd.pre_exec(move || place_fds(&pairs, max_target));
+        cmd.pre_exec(move || {
+            if die_with_parent {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            }
+            place_fds(&pairs, max_target)
+        });
     }
     let child = cmd.spawn().with_context(|| format!("cannot start {}", plan.program))?;
     drop(keep);

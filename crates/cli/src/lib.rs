@@ -17,6 +17,8 @@
 //! Linux (`--backend macos-seatbelt`).
 
 pub mod args;
+#[cfg(target_os = "linux")]
+pub mod classify;
 pub mod commands;
 #[cfg(target_os = "linux")]
 pub mod exec;
@@ -27,3 +29,5 @@ pub mod report;
 pub mod runtime_dir;
 #[cfg(target_os = "linux")]
 pub mod supervise;
+#[cfg(target_os = "linux")]
+pub mod trace;

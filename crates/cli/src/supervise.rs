@@ -50,6 +50,9 @@ pub struct RunOutcome {
     pub stdout: Vec<u8>,
     /// Captured stderr (empty unless `capture`).
     pub stderr: Vec<u8>,
+    /// Whether the supervisor reported that the task started (false: the sandbox, or a
+    /// tracer wrapping it, failed before the task ran).
+    pub started: bool,
 }
 
 /// How long output is drained after the sandbox exits: a background grandchild that kept
@@ -71,10 +74,21 @@ pub fn run_plan_in(
     opts: &RunOptions,
     runtime_dir: Option<&std::path::Path>,
 ) -> Result<RunOutcome> {
+    run_plan_with(plan, opts, runtime_dir, Vec::new())
+}
+
+/// [`run_plan_in`], also handing the child the `extra` descriptors (see
+/// [`exec::spawn_with`]: a tracer's log pipe).
+pub fn run_plan_with(
+    plan: &SpawnPlan,
+    opts: &RunOptions,
+    runtime_dir: Option<&std::path::Path>,
+    extra: Vec<(OwnedFd, RawFd)>,
+) -> Result<RunOutcome> {
     let start = Instant::now();
     let signals = SignalCatcher::install().context("cannot install signal handlers")?;
     let output = if opts.capture { Output::Piped } else { Output::Inherit };
-    let mut spawned = exec::spawn(plan, output, runtime_dir)?;
+    let mut spawned = exec::spawn_with(plan, output, runtime_dir, extra)?;
     let pid = i32::try_from(spawned.child.id()).context("child pid")?;
     let pidfd = pidfd_open(pid).context("pidfd_open")?;
 
@@ -189,6 +203,7 @@ pub fn run_plan_in(
         max_rss_kib: u64::try_from(rusage.ru_maxrss).unwrap_or(0),
         stdout,
         stderr,
+        started,
     })
 }
 

@@ -45,6 +45,7 @@ mod seccomp_tests;
 pub mod supervisor;
 #[cfg(test)]
 mod tests;
+pub mod trace;
 
 pub use error::Error;
 pub use plan::{

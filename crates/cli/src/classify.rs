@@ -1,0 +1,325 @@
+//! From strace events to [`Violation`]s: which failed calls were the sandbox saying no.
+//!
+//! - A **read denial** is `ENOENT`/`EACCES` on a path under a read-deny anchor that the
+//!   policy does not make visible again (`anchor_hiding`). A task's own missing files
+//!   elsewhere are not violations.
+//! - A **write denial** is `EROFS`/`EACCES`/`EPERM` on a write-intent call (an open for
+//!   writing, creating or truncating, `mkdir`, `unlink`, `rename`, `link`, `symlink`,
+//!   `truncate`, the `chmod`/`chown` family, `mknod`) on a path the policy does not make
+//!   writable.
+//! - A **unix-socket denial** is `EPERM`/`EACCES` from `socket(AF_UNIX, ...)`.
+//! - A **network denial** is a `connect` to an internet address that failed because the
+//!   network is not granted (`ENETUNREACH`, `EHOSTUNREACH`, `EACCES`, `EPERM`).
+//!
+//! Relative paths resolve against the dirfd's `-yy` decoration (`AT_FDCWD</dir>` included),
+//! else the calling process's working directory as the trace shows it: `chdir`/`fchdir`
+//! move it, `clone`/`fork`/`vfork` hand it to the child. Paths are then canonicalized the
+//! way the policy is (through a [`Host`], with a per-directory cache) before the policy is
+//! asked.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use paddock_policy::{
+    AbsPathBuf, FileKind, Host, NetworkPolicy, ResolvedPolicy, Violation, ViolationKind,
+};
+use paddock_strace_parse::{Arg, CwdChange, Denial, DenialTracker, Event, Fd, PathArg, Syscall};
+
+/// A violation found in the trace, with the path as the task spelled it (made absolute,
+/// before links were followed), for `report.linked`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Found {
+    /// The violation (count 1).
+    pub violation: Violation,
+    /// The spelled path, for file denials.
+    pub spelled: Option<PathBuf>,
+}
+
+/// Follows working directories through a trace and classifies its failed calls.
+#[derive(Debug)]
+pub struct Classifier<H: Host> {
+    policy: ResolvedPolicy,
+    host: H,
+    default_cwd: PathBuf,
+    /// Per pid: the raw `AT_FDCWD<...>` text last seen (to skip re-decoding) and the cwd.
+    cwds: HashMap<u32, (Vec<u8>, PathBuf)>,
+    tracker: DenialTracker,
+    /// Canonical forms of directories already looked up.
+    canon_dirs: HashMap<PathBuf, PathBuf>,
+}
+
+impl<H: Host> Classifier<H> {
+    /// A classifier for `policy`; processes whose cwd the trace has not shown yet are in
+    /// `default_cwd` (the task's).
+    pub fn new(policy: ResolvedPolicy, host: H, default_cwd: &Path) -> Classifier<H> {
+        Classifier {
+            policy,
+            host,
+            default_cwd: default_cwd.to_path_buf(),
+            cwds: HashMap::new(),
+            tracker: DenialTracker::new(),
+            canon_dirs: HashMap::new(),
+        }
+    }
+
+    /// The policy classified against.
+    pub fn policy(&self) -> &ResolvedPolicy {
+        &self.policy
+    }
+
+    /// Looks at one event; returns the violation it shows, if any.
+    pub fn observe(&mut self, event: &Event<'_>) -> Option<Found> {
+        if let (Some(pid), Some(call)) = (event.pid, event.syscall()) {
+            self.track_cwd(pid, call);
+        }
+        let denial = self.tracker.observe(event)?;
+        let call = event.syscall()?;
+        self.classify(&denial, call)
+    }
+
+    /// The working directory of `pid` as the trace last showed it.
+    pub fn cwd_of(&self, pid: Option<u32>) -> &Path {
+        pid.and_then(|p| self.cwds.get(&p)).map_or(self.default_cwd.as_path(), |c| c.1.as_path())
+    }
+
+    fn track_cwd(&mut self, pid: u32, call: &Syscall<'_>) {
+        let raw: &[u8] = &call.args;
+        if raw.starts_with(b"AT_FDCWD<") {
+            let first = call.args().next();
+            if let Some(first) = first {
+                let text = first.raw();
+                if self.cwds.get(&pid).is_none_or(|c| c.0 != text)
+                    && let Some(dir) = first.as_fd().and_then(|f| f.decoration)
+                {
+                    self.cwds.insert(pid, (text.to_vec(), path_from(dir)));
+                }
+            }
+        }
+        match &*call.name {
+            "clone" | "clone3" | "fork" | "vfork" => {
+                if let Some(child) = child_pid(call) {
+                    let cwd = self.cwd_of(Some(pid)).to_path_buf();
+                    self.cwds.insert(child, (Vec::new(), cwd));
+                }
+            }
+            "chdir" | "fchdir" => match call.cwd_change() {
+                Some(CwdChange::Path(p)) => {
+                    let dir = self.cwd_of(Some(pid)).join(path_from(p.bytes));
+                    let dir = AbsPathBuf::new_lexical(&dir).map_or(dir, AbsPathBuf::into_path_buf);
+                    self.cwds.insert(pid, (Vec::new(), dir));
+                }
+                Some(CwdChange::Fd(fd)) => {
+                    if let Some(dir) = fd.decoration {
+                        self.cwds.insert(pid, (Vec::new(), path_from(dir)));
+                    }
+                }
+                None => {}
+            },
+            _ => {}
+        }
+    }
+
+    fn classify(&mut self, d: &Denial, call: &Syscall<'_>) -> Option<Found> {
+        let errno = &*d.errno;
+        let name = &*d.syscall;
+        let found = |kind, path: Option<PathBuf>, target: Option<String>, spelled| Found {
+            violation: Violation {
+                kind,
+                path,
+                target,
+                syscall: Some(name.to_owned()),
+                errno: Some(errno.to_owned()),
+                count: 1,
+            },
+            spelled,
+        };
+        match name {
+            "socket" => {
+                let family = call.args().next()?;
+                let unix = matches!(family.raw(), b"AF_UNIX" | b"AF_LOCAL" | b"PF_UNIX" | b"1");
+                (unix && matches!(errno, "EPERM" | "EACCES"))
+                    .then(|| found(ViolationKind::UnixSocket, None, Some("AF_UNIX".into()), None))
+            }
+            "connect" => {
+                if matches!(self.policy.network, NetworkPolicy::On)
+                    || !matches!(errno, "ENETUNREACH" | "EHOSTUNREACH" | "EACCES" | "EPERM")
+                {
+                    return None;
+                }
+                let target = inet_target(&call.args().nth(1)?)?;
+                Some(found(ViolationKind::Network, None, Some(target), None))
+            }
+            "bind" | "clone" | "clone3" | "fork" | "vfork" | "chdir" | "fchdir" => None,
+            _ => {
+                if d.paths.is_empty() || d.incomplete {
+                    return None;
+                }
+                let pid = d.pid;
+                if is_write_intent(name, d.flags.as_deref()) {
+                    if !matches!(errno, "EROFS" | "EACCES" | "EPERM") {
+                        return None;
+                    }
+                    let candidates: Vec<&PathArg> = match name {
+                        "symlink" | "symlinkat" => d.paths.iter().skip(1).collect(),
+                        _ => d.paths.iter().collect(),
+                    };
+                    let mut first = None;
+                    for p in candidates {
+                        let spelled = self.absolute(pid, p)?;
+                        let canon = self.canonical(&spelled);
+                        if !self.writable(&canon) && !sandbox_owned(&canon) {
+                            first = Some((canon, spelled));
+                            break;
+                        }
+                    }
+                    let (canon, spelled) = first?;
+                    Some(found(ViolationKind::Write, Some(canon), None, Some(spelled)))
+                } else {
+                    if !matches!(errno, "ENOENT" | "EACCES") {
+                        return None;
+                    }
+                    let p = d.paths.first()?;
+                    let spelled = self.absolute(pid, p)?;
+                    if self.policy.read_deny.is_empty() {
+                        return None;
+                    }
+                    let canon = self.canonical(&spelled);
+                    let abs = AbsPathBuf::new_lexical(&canon)?;
+                    self.policy.anchor_hiding(&abs)?;
+                    Some(found(ViolationKind::Read, Some(canon), None, Some(spelled)))
+                }
+            }
+        }
+    }
+
+    fn writable(&self, canon: &Path) -> bool {
+        let Some(abs) = AbsPathBuf::new_lexical(canon) else { return false };
+        (self.policy.private_tmp && canon.starts_with("/tmp")) || self.policy.is_writable(&abs)
+    }
+
+    /// The path made absolute against its dirfd or the process's cwd, folded lexically.
+    fn absolute(&self, pid: Option<u32>, p: &PathArg) -> Option<PathBuf> {
+        let rel = Path::new(OsStr::from_bytes(&p.bytes));
+        if p.truncated {
+            return None;
+        }
+        let joined = if rel.is_absolute() {
+            rel.to_path_buf()
+        } else {
+            let base = match &p.dirfd {
+                Some(fd) => match (fd.fd, &fd.decoration) {
+                    (_, Some(dir)) if dir.first() == Some(&b'/') => {
+                        Path::new(OsStr::from_bytes(dir)).to_path_buf()
+                    }
+                    (Fd::AtFdcwd, _) => self.cwd_of(pid).to_path_buf(),
+                    _ => return None,
+                },
+                None => self.cwd_of(pid).to_path_buf(),
+            };
+            base.join(rel)
+        };
+        AbsPathBuf::new_lexical(&joined).map(AbsPathBuf::into_path_buf)
+    }
+
+    /// Canonical the way the policy is: the parent directory through the host (cached),
+    /// the last component followed only when it is a link.
+    fn canonical(&mut self, path: &Path) -> PathBuf {
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            return path.to_path_buf();
+        };
+        let dir = match self.canon_dirs.get(parent) {
+            Some(d) => d.clone(),
+            None => {
+                let d = paddock_policy::canonicalize(&self.host, parent)
+                    .map_or_else(|_| parent.to_path_buf(), |(p, _)| p.into_path_buf());
+                if self.canon_dirs.len() > 4096 {
+                    self.canon_dirs.clear();
+                }
+                self.canon_dirs.insert(parent.to_path_buf(), d.clone());
+                d
+            }
+        };
+        let joined = dir.join(name);
+        match self.host.kind(&joined) {
+            Ok(Some(FileKind::Symlink)) => paddock_policy::canonicalize(&self.host, &joined)
+                .map_or(joined, |(p, _)| p.into_path_buf()),
+            _ => joined,
+        }
+    }
+}
+
+/// Paths the sandbox itself provides (not the policy's to grant): `/proc`, `/sys`, `/dev`.
+fn sandbox_owned(path: &Path) -> bool {
+    ["/proc", "/sys", "/dev"].iter().any(|p| path.starts_with(p))
+}
+
+/// Whether a call with these flags means to create, change or remove.
+pub fn is_write_intent(syscall: &str, flags: Option<&str>) -> bool {
+    match syscall {
+        "open" | "openat" | "openat2" => flags.is_some_and(|f| {
+            ["O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC", "O_TMPFILE"].iter().any(|w| f.contains(w))
+        }),
+        "creat" | "mkdir" | "mkdirat" | "unlink" | "unlinkat" | "rmdir" | "rename" | "renameat"
+        | "renameat2" | "link" | "linkat" | "symlink" | "symlinkat" | "truncate" | "truncate64"
+        | "chmod" | "fchmodat" | "fchmodat2" | "chown" | "lchown" | "fchownat" | "mknod"
+        | "mknodat" | "utime" | "utimes" | "utimensat" | "setxattr" | "lsetxattr"
+        | "removexattr" | "lremovexattr" => true,
+        _ => false,
+    }
+}
+
+fn path_from(bytes: Vec<u8>) -> PathBuf {
+    use std::os::unix::ffi::OsStringExt;
+    PathBuf::from(std::ffi::OsString::from_vec(bytes))
+}
+
+/// The new process's pid as the runner sees it: strace prints the tracee's view and, in
+/// another pid namespace, `N /* M in strace's PID NS */`.
+fn child_pid(call: &Syscall<'_>) -> Option<u32> {
+    let paddock_strace_parse::Return::Value(raw) = &call.ret else { return None };
+    let text = std::str::from_utf8(raw).ok()?;
+    if let Some(i) = text.find("/* ") {
+        let rest = &text[i + 3..];
+        if rest.contains("in strace's PID NS")
+            && let Some(n) = rest.split_whitespace().next().and_then(|n| n.parse().ok())
+        {
+            return Some(n);
+        }
+    }
+    call.ret.value().and_then(|v| u32::try_from(v).ok()).filter(|v| *v > 0)
+}
+
+/// `ip:port` of an `AF_INET`/`AF_INET6` sockaddr as strace prints it.
+pub fn inet_target(sockaddr: &Arg<'_>) -> Option<String> {
+    let family = sockaddr.field("sa_family")?;
+    let port_of = |a: Arg<'_>| -> Option<u16> {
+        let t = std::str::from_utf8(a.raw()).ok()?;
+        t.strip_prefix("htons(")?.strip_suffix(')')?.parse().ok()
+    };
+    let quoted = |t: &str| -> Option<String> {
+        let start = t.find('"')? + 1;
+        let end = start + t[start..].find('"')?;
+        Some(t[start..end].to_owned())
+    };
+    match family.raw() {
+        b"AF_INET" => {
+            let port = port_of(sockaddr.field("sin_port")?)?;
+            let addr = quoted(std::str::from_utf8(sockaddr.field("sin_addr")?.raw()).ok()?)?;
+            Some(format!("{addr}:{port}"))
+        }
+        b"AF_INET6" => {
+            let port = port_of(sockaddr.field("sin6_port")?)?;
+            let text = std::str::from_utf8(sockaddr.raw()).ok()?;
+            let at = text.find("inet_pton(AF_INET6, ")?;
+            let addr = quoted(&text[at..])?;
+            Some(format!("[{addr}]:{port}"))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+#[path = "classify_tests.rs"]
+mod tests;

@@ -1,0 +1,122 @@
+//! Running a sandbox plan under strace, so that its denials can be itemized.
+//!
+//! [`wrap`] turns a bwrap plan into a plan whose program is strace and whose traced command
+//! is the original bwrap command line. strace runs on the host, outside the sandbox: it
+//! traces bwrap and follows (`-f`) into the sandbox, so the tracer is invisible to the task
+//! (`TracerPid` reads 0 inside the pid namespace) and out of its reach. strace writes its
+//! log to the write end of a pipe the runner hands it on descriptor [`Traced::fd`]
+//! (`-o /proc/self/fd/N`): no trace file ever exists. The supervisor closes that descriptor
+//! with every other one before it executes the task, so the task cannot write into the log.
+//!
+//! The traced calls are the ones that reveal a denial ([`TRACED_SYSCALLS`]) plus the ones a
+//! classifier needs to follow working directories (`chdir`, `fchdir`, the `clone` family).
+//! `-yy` decorates descriptors (and `AT_FDCWD`) with the paths they stand for.
+
+use std::ffi::OsString;
+
+use paddock_policy::{AbsPathBuf, SpawnPlan};
+
+/// The calls traced: those that reveal denials, and those that move working directories.
+/// A `?` prefix tells strace to skip a name its version does not know.
+pub const TRACED_SYSCALLS: &str = "open,openat,?openat2,creat,mkdir,mkdirat,unlink,unlinkat,rmdir,\
+rename,renameat,?renameat2,link,linkat,symlink,symlinkat,truncate,chmod,fchmodat,?fchmodat2,\
+chown,lchown,fchownat,mknod,mknodat,execve,?execveat,connect,bind,socket,chdir,fchdir,\
+clone,?clone3,fork,vfork";
+
+/// How to trace.
+#[derive(Clone, Debug)]
+pub struct TraceOptions {
+    /// strace's absolute path, from the trusted probe (never a `PATH` lookup).
+    pub strace: AbsPathBuf,
+    /// Whether strace knows `--seccomp-bpf` (5.3 and later): only traced calls stop the
+    /// task. Calls the sandbox's own seccomp filter refuses are then invisible to strace
+    /// (the kernel ranks `SECCOMP_RET_ERRNO` above `SECCOMP_RET_TRACE`), so refused
+    /// `socket(AF_UNIX)` calls are itemized only without it.
+    pub seccomp_bpf: bool,
+}
+
+/// A plan wrapped in strace.
+#[derive(Clone, Debug)]
+pub struct Traced {
+    /// The plan to perform: strace running the original command.
+    pub plan: SpawnPlan,
+    /// The descriptor (in strace) that must be the write end of the trace pipe.
+    pub fd: i32,
+}
+
+/// Wraps `plan` in strace. The trace descriptor is the first number above every descriptor
+/// the plan already hands its child, so it collides with none of them.
+pub fn wrap(mut plan: SpawnPlan, opts: &TraceOptions) -> Traced {
+    let highest = plan.payloads.iter().map(|p| p.fd).chain(plan.signal_fd).max().unwrap_or(2);
+    let fd = highest.max(2) + 1;
+    let mut argv: Vec<OsString> = vec!["strace".into(), "-f".into()];
+    if opts.seccomp_bpf {
+        argv.push("--seccomp-bpf".into());
+    }
+    argv.extend(
+        [
+            "-qq",
+            "-yy",
+            "-e",
+            "signal=none",
+            "-e",
+            &format!("trace={TRACED_SYSCALLS}"),
+            "-o",
+            &format!("/proc/self/fd/{fd}"),
+            "--",
+        ]
+        .map(OsString::from),
+    );
+    argv.push(plan.program.as_os_str().to_os_string());
+    argv.extend(plan.argv.iter().skip(1).cloned());
+    plan.argv = argv;
+    plan.program = opts.strace.clone();
+    plan.diagnostics.push(format!(
+        "itemizing denials with {}{} (log on descriptor {fd}, never on disk)",
+        opts.strace,
+        if opts.seccomp_bpf { " --seccomp-bpf" } else { "" }
+    ));
+    Traced { plan, fd }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use paddock_policy::Payload;
+
+    fn plan() -> SpawnPlan {
+        SpawnPlan {
+            backend: "linux-bwrap",
+            program: AbsPathBuf::new_lexical("/usr/bin/bwrap").unwrap(),
+            argv: vec!["bwrap".into(), "--args".into(), "3".into()],
+            env: Vec::new(),
+            cwd: AbsPathBuf::root(),
+            payloads: vec![
+                Payload { name: "a".into(), fd: 3, bytes: vec![] },
+                Payload { name: "b".into(), fd: 9, bytes: vec![] },
+            ],
+            signal_fd: Some(6),
+            bridges: Vec::new(),
+            placeholders: Vec::new(),
+            diagnostics: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn strace_runs_bwrap_and_writes_above_every_payload() {
+        let opts = TraceOptions {
+            strace: AbsPathBuf::new_lexical("/usr/bin/strace").unwrap(),
+            seccomp_bpf: true,
+        };
+        let t = wrap(plan(), &opts);
+        assert_eq!(t.fd, 10);
+        assert_eq!(t.plan.program.as_path(), std::path::Path::new("/usr/bin/strace"));
+        let argv: Vec<_> = t.plan.argv.iter().map(|a| a.to_str().unwrap()).collect();
+        assert_eq!(argv[..3], ["strace", "-f", "--seccomp-bpf"]);
+        assert!(argv.contains(&"/proc/self/fd/10"));
+        let dash = argv.iter().position(|a| *a == "--").unwrap();
+        assert_eq!(argv[dash + 1..], ["/usr/bin/bwrap", "--args", "3"]);
+        let plain = wrap(plan(), &TraceOptions { seccomp_bpf: false, ..opts });
+        assert!(!plain.plan.argv.iter().any(|a| a == "--seccomp-bpf"));
+    }
+}
