@@ -6,6 +6,18 @@
 //!
 //! - **Port bridges** ([`TcpToUnix`], [`UnixToTcp`]) join a host loopback port and a unix
 //!   socket, in either direction (`allow.local-ports`, `allow.host-ports`).
+//! - The **egress proxy** ([`Proxy`]) serves HTTP (absolute-URI and CONNECT) and SOCKS5 on
+//!   one unix socket per task ([`Proxy::add_task`]), each task with its own [`TaskRules`]
+//!   (`allow.network`, `deny.network`). Names are checked before any DNS lookup, IP literals
+//!   need the IP listed, and a name that resolves into loopback or private space is refused
+//!   unless that IP is granted. Refusals are network [`Violation`](paddock_policy::Violation)s
+//!   with a [`RefusalReason`], taken from the [`TaskHandle`].
+//! - [`proxy_env`] composes `HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`, `NO_PROXY` (both
+//!   cases) and `JAVA_TOOL_OPTIONS` from the task's own environment.
+//!
+//! Every relay and proxy connection is a pair of blocking threads with bounded buffers; a
+//! handle's drop closes its listeners (removing socket files), shuts its connections down and
+//! joins its threads.
 //!
 //! # Example
 //!
@@ -32,10 +44,44 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! The proxy, with a resolver that maps test names (no `/etc/hosts` needed):
+//!
+//! ```
+//! use std::io::{Read, Write};
+//! use std::sync::Arc;
+//! use paddock_policy::DomainPattern;
+//! use paddock_portbridge::{Proxy, ProxyOptions, RefusalReason, StaticResolver, TaskRules};
+//!
+//! let dir = std::env::temp_dir().join(format!("pb-doc-proxy-{}", std::process::id()));
+//! std::fs::create_dir_all(&dir)?;
+//! let resolver = Arc::new(StaticResolver::new().with("allowed.test", &["192.0.2.7".parse()?]));
+//! let proxy = Proxy::start(resolver.clone(), ProxyOptions::default())?;
+//! let rules = TaskRules { allow: vec![DomainPattern::parse("allowed.test")?], deny: vec![] };
+//! let task = proxy.add_task(&dir.join("proxy"), rules)?;
+//!
+//! let mut client = std::os::unix::net::UnixStream::connect(task.socket())?;
+//! client.write_all(b"CONNECT exfil.test:443 HTTP/1.1\r\n\r\n")?;
+//! let mut answer = String::new();
+//! client.read_to_string(&mut answer)?;
+//! assert!(answer.starts_with("HTTP/1.1 403"));
+//! assert!(resolver.lookups().is_empty(), "a refused name is never looked up");
+//!
+//! let refusals = task.take_violations();
+//! assert_eq!(refusals[0].violation.target.as_deref(), Some("exfil.test:443"));
+//! assert_eq!(refusals[0].reason, RefusalReason::NotAllowed);
+//! drop((task, proxy));
+//! # std::fs::remove_dir(&dir)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! # Terminology
 //!
 //! - A **relay** accepts connections on one side and opens one to its target per client.
 //! - A **client** is who connected; the **target** is where the relay connected for it.
+//! - A **task** is one sandboxed command; the proxy keeps its rules, connections and
+//!   refusals apart from every other task's, keyed by the task's socket.
+//! - A **refusal** is a destination the proxy turned away by policy; failing to reach an
+//!   allowed destination is not one.
 //!
 //! # Supported platforms
 //!

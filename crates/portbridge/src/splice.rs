@@ -11,6 +11,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::pump::BUFFER;
 use crate::stream::Stream;
 
+/// Bytes moved per splice call; the pipe is grown to hold them. Pipes count against the
+/// per-user pipe page budget, so this stays modest: two per connection.
+const PIPE: usize = BUFFER;
+
 /// Copies `from` to `to` until end of stream. `None`: splice is not available here.
 pub(crate) fn copy(
     from: &Stream,
@@ -19,13 +23,15 @@ pub(crate) fn copy(
     total: &AtomicU64,
 ) -> Option<io::Result<()>> {
     let (pipe_r, pipe_w) = pipe().ok()?;
-    // A larger pipe moves more per call; the default (64 KiB) is used if this is refused.
+    // A larger pipe moves more per call; the default (64 KiB) is used if this is refused
+    // (an unprivileged process is limited by /proc/sys/fs/pipe-max-size).
     // SAFETY: F_SETPIPE_SZ on a pipe descriptor we own; the argument is a plain integer.
-    unsafe { libc::fcntl(pipe_w.as_raw_fd(), libc::F_SETPIPE_SZ, BUFFER as libc::c_int) };
+    let grown = unsafe { libc::fcntl(pipe_w.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE as libc::c_int) };
+    let pipe_len = usize::try_from(grown).ok().filter(|n| *n > 0).unwrap_or(BUFFER / 2);
     let (src, dst) = (from.raw_fd(), to.raw_fd());
     let mut moved_any = false;
     loop {
-        let n = match splice(src, pipe_w.as_raw_fd(), BUFFER) {
+        let n = match splice(src, pipe_w.as_raw_fd(), pipe_len) {
             Ok(0) => return Some(Ok(())),
             Ok(n) => n,
             Err(e) if !moved_any && e.raw_os_error() == Some(libc::EINVAL) => return None,

@@ -116,6 +116,7 @@ pub fn pattern(len: usize) -> Vec<u8> {
 }
 
 /// Threads of this process.
+#[cfg(target_os = "linux")]
 pub fn thread_count() -> usize {
     std::fs::read_dir("/proc/self/task").map(|d| d.count()).unwrap_or(0)
 }
