@@ -1,11 +1,15 @@
 //! Port bridges: relays between a loopback TCP port and a unix socket, in both directions.
 //!
 //! - [`TcpToUnix`] listens on host `127.0.0.1:PORT` and joins each client to a unix socket
-//!   (an inbound port grant: the sandbox side serves the socket and reaches the task's
-//!   server). A target that is not listening yet is retried for [`RelayOptions::connect_wait`]
-//!   instead of refusing the client, so a client may arrive before the task's server starts.
+//!   (the host end of an inbound port grant).
 //! - [`UnixToTcp`] serves a unix socket and joins each client to a loopback TCP address (an
-//!   outbound grant: the task reaches a host service; also the sandbox end of an inbound one).
+//!   outbound grant: the task reaches a host service; also the sandbox end of an inbound one,
+//!   reaching the task's server on the sandbox's loopback).
+//!
+//! Both retry a target that is not listening yet (no socket file, connection refused) for
+//! [`RelayOptions::connect_wait`] instead of refusing the client, so a client may arrive
+//! before the task's server starts: in an inbound grant the in-sandbox [`UnixToTcp`] is the
+//! one that waits, and the host [`TcpToUnix`] waits for the sandbox end to appear.
 //!
 //! Each connection is a pair of blocking threads (see `pump`); the returned [`RelayHandle`]
 //! stops everything when dropped.

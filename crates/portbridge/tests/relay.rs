@@ -162,6 +162,25 @@ fn tcp_to_unix_waits_for_a_target_that_starts_late() {
 }
 
 #[test]
+fn unix_to_tcp_waits_for_a_task_server_that_starts_late() {
+    // The in-sandbox end of an inbound grant meets a task whose server is not up yet.
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let dir = TempDir::new();
+    let sock = dir.join("late-tcp");
+    let target = ([127, 0, 0, 1], port).into();
+    let _relay = UnixToTcp::start(&sock, target, RelayOptions::default()).unwrap();
+    let client = UnixStream::connect(&sock).unwrap();
+    (&client).write_all(b"early").unwrap();
+    thread::sleep(Duration::from_millis(300));
+    let server = TcpListener::bind(("127.0.0.1", port)).unwrap();
+    thread::spawn(move || echo(server.accept().unwrap().0));
+    client.shutdown(Shutdown::Write).unwrap();
+    let mut got = Vec::new();
+    (&client).read_to_end(&mut got).unwrap();
+    assert_eq!(got, echoed(b"early"));
+}
+
+#[test]
 fn tcp_to_unix_gives_up_after_connect_wait() {
     let dir = TempDir::new();
     let options = RelayOptions { connect_wait: Duration::from_millis(200), ..Default::default() };

@@ -16,9 +16,18 @@
 //! [`TaskHandle::take_violations`]. Failing to reach a granted destination answers `502` or
 //! the matching SOCKS5 code and is not a violation.
 //!
-//! What the proxy does not see: inside a CONNECT tunnel it checks only the TLS server name;
-//! an HTTP `Host` inside TLS, or any use of a granted destination's own features, is the
-//! destination's business (NET-10, NET-20).
+//! Domain fronting (NET-10): the CONNECT authority (or SOCKS5 address) is what the rules
+//! check. For a tunnel to a name, the client's first bytes are held back until they are known
+//! not to be a TLS ClientHello naming another server; a mismatch, or a ClientHello that cannot
+//! be read from its first record, cuts the tunnel (after the `200`) and is recorded. A tunnel
+//! to a granted IP literal is not checked: the address itself was granted. What the proxy does
+//! not see: an HTTP `Host` inside TLS, or any use of a granted destination's own features, is
+//! the destination's business (NET-20). Server-first protocols work: the target-to-client
+//! direction flows while the client's first bytes are being checked.
+//!
+//! Stopping a task waits for its connection threads; one that is inside a DNS lookup or a
+//! connect attempt ends when that call returns (bounded by the resolver and
+//! [`ProxyOptions::connect_timeout`]).
 
 mod http;
 mod resolve;
