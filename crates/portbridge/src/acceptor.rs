@@ -22,8 +22,9 @@ use crate::stream::{Listener, Stream};
 const ACCEPT_BATCH: usize = 64;
 
 /// Stack size of every thread this crate starts: buffers live on the heap, so a small stack
-/// keeps hundreds of connections cheap.
-pub(crate) const THREAD_STACK: usize = 256 * 1024;
+/// keeps hundreds of connections cheap (it is address space, touched only as used; half a
+/// MiB leaves room for `getaddrinfo` and its NSS modules).
+pub(crate) const THREAD_STACK: usize = 512 * 1024;
 
 /// What an accepted connection is handed to. Runs on the accept thread: it must not block
 /// (it starts a connection thread and returns).
