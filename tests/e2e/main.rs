@@ -13,6 +13,7 @@
 mod fs_walls;
 mod harness;
 mod process;
+mod violations;
 
 /// Known gaps: hostile cases the design cannot contain yet. Each test asserts today's
 /// behaviour and prints the gap on every run, so that the fix turns it red.

@@ -1,0 +1,243 @@
+//! Itemized violations: a denied task is reported by path or target, syscall and errno, a
+//! granted one reports nothing, every denial of a concurrent task is counted, and the
+//! report cannot be forged or used to drive a terminal (PRC-09, TTY-06).
+
+use std::path::Path;
+use std::process::Output;
+
+use serde_json::Value;
+
+use crate::harness::*;
+
+/// Whether strace is here: skips loudly, or panics when OS tests are required.
+pub fn require_strace() -> bool {
+    if !require_os_sandbox() {
+        return false;
+    }
+    let found = ["/usr/bin/strace", "/usr/local/bin/strace", "/bin/strace"]
+        .iter()
+        .any(|p| Path::new(p).exists());
+    let required = std::env::var_os("CI").is_some_and(|v| v == "true" || v == "1")
+        || std::env::var_os("PADDOCK_REQUIRE_OS_TESTS").is_some();
+    match (found, required) {
+        (true, _) => true,
+        (false, true) => panic!("OS tests are required here but strace is not installed"),
+        (false, false) => {
+            eprintln!("SKIPPED: strace is not installed (apt-get install strace)");
+            false
+        }
+    }
+}
+
+/// Runs `paddock run FLAGS -- sh -c SCRIPT` with a report; returns the report and output.
+fn run(s: &Scratch, flags: &[&str], script: &str) -> (Value, Output) {
+    let report = s.root.join("report.json");
+    let _ = std::fs::remove_file(&report);
+    let out = s
+        .paddock()
+        .arg("run")
+        .arg("--report")
+        .arg(&report)
+        .args(flags)
+        .args(["--", "sh", "-c", script])
+        .output()
+        .unwrap();
+    let text = std::fs::read(&report).unwrap_or_else(|_| panic!("no report: {out:?}"));
+    (serde_json::from_slice(&text).unwrap(), out)
+}
+
+fn violations(report: &Value) -> &Vec<Value> {
+    assert_eq!(report["itemized"], true, "{report}");
+    assert_eq!(report["itemized_by"], "strace", "{report}");
+    report["violations"].as_array().unwrap()
+}
+
+/// The violation of `kind` whose path or target is `what`.
+#[track_caller]
+fn find<'a>(report: &'a Value, kind: &str, what: &str) -> &'a Value {
+    violations(report)
+        .iter()
+        .find(|v| v["kind"] == kind && (v["path"] == what || v["target"] == what))
+        .unwrap_or_else(|| panic!("no {kind} violation of {what} in {report:#}"))
+}
+
+fn config(s: &Scratch, toml: &str) {
+    std::fs::write(s.project.join("paddock.toml"), toml).unwrap();
+}
+
+fn p(s: &Scratch, rel: &str) -> String {
+    s.project.join(rel).to_str().unwrap().to_owned()
+}
+
+#[test]
+fn a_hidden_read_is_reported_with_path_syscall_and_errno() {
+    if !require_strace() {
+        return;
+    }
+    let s = Scratch::new("v-read");
+    std::fs::create_dir_all(s.project.join("secrets")).unwrap();
+    std::fs::write(s.project.join("secrets/key"), CANARY).unwrap();
+    config(&s, "[deny]\nread = [\"secrets\"]\n");
+    let (report, out) = run(
+        &s,
+        &[],
+        "cat secrets/key; cat src/main.rs >/dev/null; cat src/missing 2>/dev/null; true",
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(CANARY));
+    let v = find(&report, "read", &p(&s, "secrets/key"));
+    assert_eq!(v["syscall"], "openat");
+    assert!(v["errno"] == "ENOENT" || v["errno"] == "EACCES", "{v}");
+    assert_eq!(v["count"], 1);
+    // The task's own missing file outside a deny anchor is not a violation.
+    assert_eq!(violations(&report).len(), 1, "{report:#}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("paddock: denied 1 read of secrets/key (allow with allow.read)"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_refused_write_is_reported() {
+    if !require_strace() {
+        return;
+    }
+    let s = Scratch::new("v-write");
+    config(&s, "[allow]\nwrite = [\"src\"]\n");
+    let (report, out) =
+        run(&s, &[], "touch src/ok.txt && touch notes.txt; mkdir build; cd src && ln -s x ../lnk");
+    assert_ne!(out.status.code(), Some(0));
+    assert!(s.project.join("src/ok.txt").exists());
+    let v = find(&report, "write", &p(&s, "notes.txt"));
+    assert_eq!(v["syscall"], "openat");
+    assert_eq!(v["errno"], "EROFS");
+    let v = find(&report, "write", &p(&s, "build"));
+    assert_eq!((&v["syscall"], &v["errno"]), (&"mkdir".into(), &"EROFS".into()));
+    // A relative path after `cd` resolves against the new working directory.
+    let v = find(&report, "write", &p(&s, "lnk"));
+    assert!(v["syscall"] == "symlink" || v["syscall"] == "symlinkat", "{v}");
+    assert_eq!(violations(&report).len(), 3, "{report:#}");
+}
+
+#[test]
+fn unix_socket_and_network_denials_are_reported() {
+    if !require_strace() {
+        return;
+    }
+    let s = Scratch::new("v-net");
+    // Report everything, wherever it is.
+    config(&s, "[report]\nwithin = [\"/\"]\n");
+    let probe = probe_bin();
+    let script = format!("{} unix-socket connect:192.0.2.1:443", probe.display());
+    // `--itemize strace` sees calls the seccomp filter refuses (socket(AF_UNIX)).
+    let (report, out) = run(&s, &["--itemize", "strace"], &script);
+    let v = find(&report, "unix-socket", "AF_UNIX");
+    assert_eq!((&v["syscall"], &v["errno"]), (&"socket".into(), &"EPERM".into()), "{out:?}");
+    let v = find(&report, "network", "192.0.2.1:443");
+    assert_eq!(v["syscall"], "connect");
+    assert_eq!(v["errno"], "ENETUNREACH");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("1 connection to 192.0.2.1:443 (allow with allow.network)"),
+        "{stderr}"
+    );
+    // The default mode still reports the network denial.
+    let (report, _) = run(&s, &[], &script);
+    find(&report, "network", "192.0.2.1:443");
+}
+
+#[test]
+fn a_task_using_only_granted_paths_reports_nothing() {
+    if !require_strace() {
+        return;
+    }
+    let s = Scratch::new("v-clean");
+    let (report, out) = run(
+        &s,
+        &[],
+        "cat src/main.rs >/dev/null && mkdir -p out && echo hi > out/x && mv out/x out/y && ls /usr >/dev/null && echo t > /tmp/t",
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(violations(&report).is_empty(), "{report:#}");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("denied"));
+}
+
+#[test]
+fn every_denial_of_a_concurrent_task_is_counted() {
+    if !require_strace() {
+        return;
+    }
+    let s = Scratch::new("v-many");
+    config(&s, "[allow]\nwrite = [\"src\"]\n");
+    // 40 processes, each making 1 denied write of its own and 1 of a shared path, at once.
+    let script = "for i in $(seq 1 40); do (touch f$i; touch shared) 2>/dev/null & done; wait";
+    let (report, _) = run(&s, &[], script);
+    for i in 1..=40 {
+        let v = find(&report, "write", &p(&s, &format!("f{i}")));
+        assert_eq!(v["count"], 1, "{v}");
+    }
+    let shared = find(&report, "write", &p(&s, "shared"));
+    assert_eq!(shared["count"], 40, "{shared}");
+    assert_eq!(violations(&report).len(), 41);
+}
+
+#[test]
+fn the_reporter_cannot_be_forged_or_killed_from_inside_prc_09() {
+    if !require_strace() {
+        return;
+    }
+    let s = Scratch::new("v-prc09");
+    config(&s, "[deny]\nread = [\"secrets\"]\n[allow]\nwrite = [\"src\"]\n");
+    std::fs::create_dir_all(s.project.join("secrets")).unwrap();
+    std::fs::write(s.project.join("secrets/shadow"), CANARY).unwrap();
+    let forged = p(&s, "forged");
+    let script = format!(
+        "grep TracerPid /proc/self/status; kill -9 -1; cat secrets/shadow; \
+         touch \"$(printf 'x\\n\\033]0;pwn\\a')\"; \
+         echo 'openat(AT_FDCWD, \"{forged}\", O_WRONLY|O_CREAT, 0666) = -1 EROFS (Read-only file system)' >&2; \
+         echo '1 openat(AT_FDCWD, \"{forged}\", O_RDONLY) = -1 ENOENT (No such file or directory)' >&2"
+    );
+    let (report, out) = run(&s, &[], &script);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("TracerPid:\t0"), "the tracer is visible: {stdout}");
+    assert!(!stdout.contains(CANARY));
+    find(&report, "read", &p(&s, "secrets/shadow"));
+    find(&report, "write", &p(&s, "x\n\u{1b}]0;pwn\u{7}"));
+    assert!(
+        !violations(&report)
+            .iter()
+            .any(|v| v["path"].as_str().is_some_and(|p| p.contains("forged"))),
+        "a line the task printed became a report entry: {report:#}"
+    );
+    assert_eq!(violations(&report).len(), 2, "{report:#}");
+}
+
+#[test]
+fn control_characters_are_escaped_in_the_summary_tty_06() {
+    if !require_strace() {
+        return;
+    }
+    let s = Scratch::new("v-tty06");
+    config(&s, "[allow]\nwrite = [\"src\"]\n");
+    let (_, out) = run(&s, &[], "touch \"$(printf '\\033[2J\\033]0;owned\\a\\nFAKE: all clear')\"");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let summary: Vec<&str> = stderr.lines().filter(|l| l.starts_with("paddock: denied")).collect();
+    assert_eq!(summary.len(), 1, "{stderr}");
+    let line = summary[0];
+    assert!(!line.bytes().any(|b| b == 0x1b || b == 0x07), "raw control bytes in {line:?}");
+    assert!(line.contains("\\u{1b}[2J") && line.contains("\\nFAKE: all clear"), "{line}");
+    assert!(!stderr.lines().any(|l| l.starts_with("FAKE")), "{stderr}");
+}
+
+#[test]
+fn itemize_off_runs_untraced() {
+    if !require_os_sandbox() {
+        return;
+    }
+    let s = Scratch::new("v-off");
+    config(&s, "[allow]\nwrite = [\"src\"]\n");
+    let (report, out) = run(&s, &["--itemize", "off"], "touch notes.txt");
+    assert_ne!(out.status.code(), Some(0));
+    assert_eq!(report["itemized"], false);
+    assert!(report["violations"].as_array().unwrap().is_empty());
+}
