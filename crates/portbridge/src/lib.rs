@@ -97,6 +97,7 @@
 mod acceptor;
 mod env;
 mod error;
+mod pool;
 mod proxy;
 mod pump;
 mod relay;

@@ -1,6 +1,6 @@
 //! Moving bytes between two connected streams, both ways, until both sides are done.
 //!
-//! Each direction is a blocking loop on its own thread with one fixed buffer, so memory per
+//! Each direction is a blocking loop on its own pool thread with one fixed buffer, so memory per
 //! connection is bounded (two buffers) and an idle connection costs no CPU. End of stream on
 //! one side is passed on as `shutdown(Write)` on the other (half-close), and the opposite
 //! direction keeps flowing. An error on either side (a reset, a client that hung up
@@ -11,9 +11,7 @@ use std::io::{self, Read, Write};
 use std::net::Shutdown;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::thread;
 
-use crate::acceptor::THREAD_STACK;
 use crate::stream::Stream;
 use crate::tracker::{Counters, Tracker};
 
@@ -45,17 +43,17 @@ pub(crate) fn relay(
     };
     let down_counters = Arc::clone(counters);
     let down_tracker = Arc::clone(tracker);
-    let down = thread::Builder::new().stack_size(THREAD_STACK).name("pb-down".to_owned()).spawn(
-        move || {
-            let totals = &down_tracker.total.down;
-            copy_one_way(&target_down, &client_down, &[], &down_counters.down, totals);
-        },
-    );
-    let Ok(down) = down else {
+    let (done, down_finished) = crossbeam_channel::bounded::<()>(1);
+    let started = tracker.pool.run(Box::new(move || {
+        let totals = &down_tracker.total.down;
+        copy_one_way(&target_down, &client_down, &[], &down_counters.down, totals);
+        drop(done);
+    }));
+    if !started {
         client.shutdown(Shutdown::Both);
         target.shutdown(Shutdown::Both);
         return;
-    };
+    }
     let mut first = first_up;
     let allowed = match gate {
         Some(gate) => gate(&client, &mut first),
@@ -67,7 +65,8 @@ pub(crate) fn relay(
         client.shutdown(Shutdown::Both);
         target.shutdown(Shutdown::Both);
     }
-    let _ = down.join();
+    // The other direction reports its end by dropping `done`.
+    let _ = down_finished.recv();
 }
 
 /// Copies `from` to `to` until end of stream (then half-closes `to`) or an error (then shuts

@@ -18,12 +18,11 @@ use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::thread;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::RecvTimeoutError;
 
-use crate::acceptor::{Acceptor, Service, THREAD_STACK};
+use crate::acceptor::{Acceptor, Service};
 use crate::error::{Error, Result};
 use crate::pump;
 use crate::stream::{self, Listener, Stream};
@@ -103,7 +102,7 @@ impl RelayHandle {
         options: RelayOptions,
         name: &str,
     ) -> Result<RelayHandle> {
-        let tracker = Tracker::new();
+        let tracker = Tracker::new("pb-relay");
         let local_addr = listener.local_addr();
         let acceptor = Acceptor::start(name)?;
         let service = Arc::new(RelayService { tracker: Arc::clone(&tracker), target, options });
@@ -154,16 +153,10 @@ struct RelayService {
 impl Service for RelayService {
     fn serve(&self, conn: Stream) {
         let Some(guard) = self.tracker.begin(&conn, self.options.max_connections) else { return };
-        let id = guard.id;
         let target = self.target.clone();
         let options = self.options.clone();
-        let spawned = thread::Builder::new()
-            .name("pb-up".to_owned())
-            .stack_size(THREAD_STACK)
-            .spawn(move || run(conn, &guard, &target, &options));
-        if let Ok(t) = spawned {
-            self.tracker.attach(id, t);
-        }
+        // On failure the job is dropped, which closes the client and ends its registration.
+        self.tracker.pool.run(Box::new(move || run(conn, &guard, &target, &options)));
     }
 }
 

@@ -1,19 +1,19 @@
 //! The connections of one relay or one proxy task: their sockets (so that stopping can shut
-//! them down and wake every blocked thread), their threads (so that stopping can join them),
-//! and their byte counts.
+//! them down and wake every blocked thread), the pool of threads that serve them (so that
+//! stopping can join them), and their byte counts.
 //!
 //! Stopping is a broadcast: the tracker drops the sender of a crossbeam channel that every
 //! waiting connection thread holds a receiver of (`recv_timeout` on it is an interruptible
-//! sleep), shuts every registered socket down, then joins every thread.
+//! sleep), shuts every registered socket down, then joins every thread of its pool.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::Shutdown;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
 
+use crate::pool::Pool;
 use crate::stream::Stream;
 
 /// How many closed connections' records are kept for [`Tracker::connections`].
@@ -58,7 +58,6 @@ pub struct Stats {
 
 struct Entry {
     sockets: Vec<Stream>,
-    thread: Option<JoinHandle<()>>,
     counters: Arc<Counters>,
 }
 
@@ -66,7 +65,6 @@ struct Entry {
 struct Inner {
     next_id: u64,
     conns: HashMap<u64, Entry>,
-    finished: Vec<JoinHandle<()>>,
     closed: VecDeque<ConnStats>,
     stopping: bool,
     accepted: u64,
@@ -78,6 +76,7 @@ pub(crate) struct Tracker {
     stop: Mutex<Option<Sender<()>>>,
     stop_rx: Receiver<()>,
     pub(crate) total: Counters,
+    pub(crate) pool: Arc<Pool>,
 }
 
 impl std::fmt::Debug for Tracker {
@@ -100,13 +99,14 @@ impl Drop for ConnGuard {
 }
 
 impl Tracker {
-    pub(crate) fn new() -> Arc<Tracker> {
+    pub(crate) fn new(name: &'static str) -> Arc<Tracker> {
         let (stop, stop_rx) = crossbeam_channel::bounded(0);
         Arc::new(Tracker {
             inner: Mutex::default(),
             stop: Mutex::new(Some(stop)),
             stop_rx,
             total: Counters::default(),
+            pool: Pool::new(name),
         })
     }
 
@@ -124,7 +124,6 @@ impl Tracker {
     pub(crate) fn begin(self: &Arc<Self>, client: &Stream, cap: usize) -> Option<ConnGuard> {
         let clone = client.try_clone().ok()?;
         let mut inner = self.lock();
-        inner.reap();
         if inner.stopping || inner.conns.len() >= cap {
             inner.rejected += 1;
             return None;
@@ -133,20 +132,8 @@ impl Tracker {
         inner.next_id += 1;
         let id = inner.next_id;
         let counters = Arc::new(Counters::default());
-        inner.conns.insert(
-            id,
-            Entry { sockets: vec![clone], thread: None, counters: Arc::clone(&counters) },
-        );
+        inner.conns.insert(id, Entry { sockets: vec![clone], counters: Arc::clone(&counters) });
         Some(ConnGuard { tracker: Arc::clone(self), id, counters })
-    }
-
-    /// Records the thread serving connection `id`.
-    pub(crate) fn attach(&self, id: u64, thread: JoinHandle<()>) {
-        let mut inner = self.lock();
-        match inner.conns.get_mut(&id) {
-            Some(entry) => entry.thread = Some(thread),
-            None => inner.finished.push(thread),
-        }
     }
 
     /// Registers another socket of connection `id` (the target side). False when stopping:
@@ -169,9 +156,6 @@ impl Tracker {
     fn finish(&self, id: u64) {
         let mut inner = self.lock();
         if let Some(entry) = inner.conns.remove(&id) {
-            if let Some(t) = entry.thread {
-                inner.finished.push(t);
-            }
             if inner.closed.len() == CLOSED_HISTORY {
                 inner.closed.pop_front();
             }
@@ -202,39 +186,16 @@ impl Tracker {
     /// Refuses new connections, shuts every open one down and joins every thread.
     pub(crate) fn stop(&self) {
         drop(self.stop.lock().unwrap_or_else(PoisonError::into_inner).take());
-        let threads: Vec<JoinHandle<()>> = {
+        {
             let mut inner = self.lock();
             inner.stopping = true;
-            let mut threads = std::mem::take(&mut inner.finished);
-            for entry in inner.conns.values_mut() {
+            for entry in inner.conns.values() {
                 for s in &entry.sockets {
                     s.shutdown(Shutdown::Both);
                 }
-                threads.extend(entry.thread.take());
             }
-            threads
-        };
-        for t in threads {
-            let _ = t.join();
         }
-        // A thread registered between the two locks has seen `stopping` and ends by itself;
-        // join what it left behind.
-        let rest = std::mem::take(&mut self.lock().finished);
-        for t in rest {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Inner {
-    /// Joins the threads of closed connections that have exited.
-    fn reap(&mut self) {
-        let (done, running): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut self.finished).into_iter().partition(|t| t.is_finished());
-        self.finished = running;
-        for t in done {
-            let _ = t.join();
-        }
+        self.pool.stop();
     }
 }
 

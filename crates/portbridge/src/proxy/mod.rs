@@ -41,7 +41,6 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::thread;
 use std::time::Duration;
 
 use paddock_policy::{HostName, Violation, ViolationKind};
@@ -49,7 +48,7 @@ use paddock_policy::{HostName, Violation, ViolationKind};
 pub use resolve::{Resolver, StaticResolver, SystemResolver};
 pub use rules::{RefusalReason, TaskRules};
 
-use crate::acceptor::{Acceptor, Service, THREAD_STACK};
+use crate::acceptor::{Acceptor, Service};
 use crate::error::{Error, Result};
 use crate::pump;
 use crate::stream::{self, Listener, Stream};
@@ -120,7 +119,7 @@ impl Proxy {
         let listener = Listener::bind_unix(socket)?;
         let task = Arc::new(Task {
             rules,
-            tracker: Tracker::new(),
+            tracker: Tracker::new("pb-proxy-conn"),
             refusals: Mutex::default(),
             resolver: Arc::clone(&self.resolver),
             options: self.options.clone(),
@@ -236,15 +235,9 @@ impl Service for TaskService {
         let Some(guard) = task.tracker.begin(&conn, task.options.max_connections_per_task) else {
             return;
         };
-        let id = guard.id;
-        let task = Arc::clone(task);
-        let spawned = thread::Builder::new()
-            .name("pb-proxy-conn".to_owned())
-            .stack_size(THREAD_STACK)
-            .spawn(move || handle(conn, &guard, &task));
-        if let Ok(t) = spawned {
-            self.0.tracker.attach(id, t);
-        }
+        let job_task = Arc::clone(task);
+        // On failure the job is dropped, which closes the client and ends its registration.
+        task.tracker.pool.run(Box::new(move || handle(conn, &guard, &job_task)));
     }
 }
 
