@@ -668,3 +668,40 @@ fn proxy_stop_leaves_no_socket_and_no_threads() {
     let mut buf = [0u8; 1];
     assert_eq!((&tunnel).read(&mut buf).unwrap_or(0), 0, "open tunnels were closed");
 }
+
+#[test]
+fn unreachable_granted_destinations_fail_without_a_violation() {
+    // A port nothing listens on (bound, then closed) and a granted name with no address.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let resolver = Arc::new(StaticResolver::new().with("allowed.test", &[ip(LOOPBACK)]));
+    let grant = format!("127.0.0.1:{closed}");
+    let s = setup(rules(&["allowed.test", "gone.test", &grant], &[]), resolver.clone());
+    assert!(status(&s.sock, &format!("allowed.test:{closed}")).starts_with("HTTP/1.1 502"));
+    let (code, _) = socks(&s.sock, 1, &socks_domain("allowed.test"), closed);
+    assert_eq!(code, 0x05, "connection refused");
+    assert!(status(&s.sock, "gone.test:443").starts_with("HTTP/1.1 502"));
+    let (code, _) = socks(&s.sock, 1, &socks_domain("gone.test"), 443);
+    assert_eq!(code, 0x04, "host unreachable");
+    assert!(s.task.take_violations().is_empty(), "not policy refusals");
+    assert_eq!(resolver.lookups(), vec!["allowed.test", "allowed.test", "gone.test", "gone.test"]);
+}
+
+#[test]
+fn socks5_ipv6_address_type_reaches_a_listed_ipv6_loopback() {
+    let Ok(listener) = std::net::TcpListener::bind("[::1]:0") else {
+        assert!(std::env::var_os("CI").is_none(), "IPv6 loopback is required under CI");
+        eprintln!("SKIPPED socks5_ipv6_address_type_reaches_a_listed_ipv6_loopback: no ::1 here");
+        return;
+    };
+    let port = listener.local_addr().unwrap().port();
+    thread::spawn(move || echo(listener.accept().unwrap().0));
+    let s = setup(rules(&[&format!("[::1]:{port}")], &[]), Arc::new(StaticResolver::new()));
+    let mut v6 = vec![4u8];
+    v6.extend_from_slice(&std::net::Ipv6Addr::LOCALHOST.octets());
+    let (code, stream) = socks(&s.sock, 1, &v6, port);
+    assert_eq!(code, 0);
+    assert_eq!(echo_through(stream, b"six"), echoed(b"six"));
+    // The same address as an IPv4 literal is another destination.
+    let (code, _) = socks(&s.sock, 1, &[1, 127, 0, 0, 1], port);
+    assert_eq!(code, 0x02);
+}

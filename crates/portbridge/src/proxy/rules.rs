@@ -207,3 +207,41 @@ mod tests {
         assert!(!is_internal("2001:db8::1".parse().unwrap()));
     }
 }
+
+#[cfg(test)]
+mod policy_tests {
+    use super::*;
+
+    #[test]
+    fn only_a_domain_list_gets_rules() {
+        assert_eq!(TaskRules::from_policy(&NetworkPolicy::Off), None);
+        assert_eq!(TaskRules::from_policy(&NetworkPolicy::On), None);
+        let allow = vec![DomainPattern::parse("allowed.test").unwrap()];
+        let deny = vec![DomainPattern::parse("blocked.allowed.test").unwrap()];
+        let rules = TaskRules::from_policy(&NetworkPolicy::Filtered {
+            allow: allow.clone(),
+            deny: deny.clone(),
+        });
+        assert_eq!(rules, Some(TaskRules { allow, deny }));
+    }
+
+    #[test]
+    fn deny_wins_over_allow_for_names_and_ips() {
+        let p = |s: &str| DomainPattern::parse(s).unwrap();
+        let rules = TaskRules {
+            allow: vec![p("*.allowed.test"), p("127.0.0.1:80")],
+            deny: vec![p("x.allowed.test"), p("127.0.0.1")],
+        };
+        let host = |s: &str| HostName::parse(s).unwrap();
+        assert_eq!(rules.check_name(&host("a.allowed.test"), 443), Ok(()));
+        assert!(matches!(
+            rules.check_name(&host("y.x.allowed.test"), 443),
+            Err(RefusalReason::Denied { .. })
+        ));
+        assert!(matches!(
+            rules.check_name(&host("0x7f000001"), 80),
+            Err(RefusalReason::Denied { .. })
+        ));
+        assert_eq!(rules.check_name(&host("allowed.test"), 443), Err(RefusalReason::NotAllowed));
+    }
+}
