@@ -38,7 +38,18 @@ impl HostName {
         if looks_numeric(text) {
             return Err(format!("`{}` looks like an IP address but is not one", escape(text)));
         }
-        normalize_domain(text).map(HostName::Domain)
+        let ascii = normalize_domain(text)?;
+        // Unicode digits and dots (`１２７。0。0。1`) become an address only after IDNA
+        // mapping: judge the mapped text again, so no spelling of an IP passes as a name.
+        if !text.is_ascii() {
+            if let Some(v4) = parse_inet_aton(&ascii) {
+                return Ok(HostName::Ip(IpAddr::V4(v4)));
+            }
+            if looks_numeric(&ascii) {
+                return Err(format!("`{}` looks like an IP address but is not one", escape(text)));
+            }
+        }
+        Ok(HostName::Domain(ascii))
     }
 
     /// The IP address, if the host is one.
@@ -166,6 +177,13 @@ impl DomainPattern {
                 );
             }
             let base = normalize_domain(base)?;
+            if looks_numeric(&base)
+                || base.rsplit('.').next().is_some_and(|l| l.bytes().all(|b| b.is_ascii_digit()))
+            {
+                return Err(format!(
+                    "`*.{base}` is a wildcard over numbers; name a domain, or list the IP address itself"
+                ));
+            }
             if !base.contains('.') || PUBLIC_SUFFIXES.contains(&base.as_str()) {
                 return Err(format!(
                     "`*.{base}` would match every site under a public suffix; name the domain, like `*.example.{base}`"
@@ -189,7 +207,13 @@ impl DomainPattern {
                 "`{host}` is an ambiguous spelling of an IP address; write it as four decimal parts like 127.0.0.1"
             ));
         }
-        Ok(DomainPattern { host: HostPattern::Exact(normalize_domain(host)?), port })
+        let name = normalize_domain(host)?;
+        if looks_numeric(&name) {
+            return Err(format!(
+                "`{host}` is an ambiguous spelling of an IP address; write it as four decimal parts like 127.0.0.1"
+            ));
+        }
+        Ok(DomainPattern { host: HostPattern::Exact(name), port })
     }
 
     /// Whether an allow pattern grants `host:port`. `*.x` matches subdomains of `x` only.
@@ -278,16 +302,17 @@ fn normalize_domain(raw: &str) -> Result<String, String> {
     Ok(ascii)
 }
 
-/// Whether a host looks like an attempt at a numeric address (only digits, hex digits
-/// after `0x`, and dots): such a name is never treated as a domain.
+/// Whether a host looks like an attempt at a numeric address: every label decimal digits
+/// or `0x` and hex digits. Such a name is never treated as a domain (`1.ba` is a domain).
 fn looks_numeric(text: &str) -> bool {
     let t = text.strip_suffix('.').unwrap_or(text);
     !t.is_empty()
         && t.split('.').all(|part| {
-            let p = part.strip_prefix("0x").or_else(|| part.strip_prefix("0X")).unwrap_or(part);
-            !part.is_empty() && p.bytes().all(|b| b.is_ascii_hexdigit())
+            match part.strip_prefix("0x").or_else(|| part.strip_prefix("0X")) {
+                Some(hex) => hex.bytes().all(|b| b.is_ascii_hexdigit()),
+                None => !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()),
+            }
         })
-        && t.bytes().next().is_some_and(|b| b.is_ascii_digit())
 }
 
 /// Parses IPv4 the way `inet_aton` does: one to four parts, each decimal, octal (leading
@@ -361,6 +386,15 @@ pub fn is_internal(ip: IpAddr) -> bool {
         }
         IpAddr::V6(v6) => {
             if let Some(v4) = v6.to_ipv4_mapped() {
+                return is_internal(IpAddr::V4(v4));
+            }
+            // IPv4-compatible `::a.b.c.d` (deprecated) is judged by the address it embeds.
+            if v6.segments()[..6].iter().all(|s| *s == 0)
+                && !v6.is_loopback()
+                && !v6.is_unspecified()
+            {
+                let [.., a, b] = v6.segments();
+                let v4 = Ipv4Addr::new((a >> 8) as u8, a as u8, (b >> 8) as u8, b as u8);
                 return is_internal(IpAddr::V4(v4));
             }
             let seg0 = v6.segments()[0];

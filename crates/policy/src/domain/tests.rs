@@ -44,6 +44,19 @@ fn odd_ipv4_spellings_are_ips() {
 }
 
 #[test]
+fn unicode_spellings_of_ips_are_ips() {
+    // Fullwidth digits and ideographic full stops map to an IPv4 address under IDNA.
+    for h in ["\u{ff11}\u{ff12}\u{ff17}.0.0.1", "127\u{3002}0\u{3002}0\u{3002}1"] {
+        assert_eq!(host(h), HostName::Ip(IpAddr::V4(Ipv4Addr::LOCALHOST)), "{h}");
+    }
+    assert!(DomainPattern::parse("*.0.1").is_err());
+    assert!(DomainPattern::parse("\u{ff11}\u{ff12}\u{ff17}.1").is_err());
+    // Domains whose labels look like hex are still domains.
+    assert_eq!(host("1.ba"), HostName::Domain("1.ba".to_owned()));
+    assert_eq!(host("0.de"), HostName::Domain("0.de".to_owned()));
+}
+
+#[test]
 fn ip_literals_match_only_listed_ips() {
     let domain = DomainPattern::parse("allowed.test").unwrap();
     let ip = DomainPattern::parse("198.18.0.10").unwrap();
