@@ -12,6 +12,7 @@
 
 mod fs_walls;
 mod harness;
+mod learn;
 mod process;
 mod violations;
 

@@ -27,6 +27,8 @@ pub enum Command {
     Plan(PlanArgs),
     /// Probe the host: what paddock can enforce and itemize here, and how to fix what is missing.
     Check(CheckArgs),
+    /// Run PROGRAM traced under a permissive policy and propose a `paddock.toml` for it.
+    Learn(LearnArgs),
 }
 
 /// Flags shared by `run` and `plan`.
@@ -69,7 +71,8 @@ pub enum ItemizeArg {
     Auto,
     /// The observing FUSE mount and seccomp notifications.
     Observe,
-    /// strace.
+    /// strace at every syscall stop: slower than `auto`'s `--seccomp-bpf`, and it also
+    /// shows the calls the seccomp filter refuses (`socket(AF_UNIX)`).
     Strace,
     /// Enforce only.
     Off,
@@ -121,4 +124,22 @@ pub struct CheckArgs {
     /// Print JSON.
     #[arg(long = "json")]
     pub json: bool,
+}
+
+/// `paddock learn`.
+#[derive(Debug, Args)]
+pub struct LearnArgs {
+    /// The project directory (default: the current directory). The task may write only here
+    /// while paddock learns.
+    #[arg(short = 'C', long = "project", value_name = "DIR")]
+    pub project: Option<PathBuf>,
+    /// Write the proposed policy to FILE (default: stdout, after the task's output).
+    #[arg(long = "output", short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Let the task use the host's network while paddock learns.
+    #[arg(long = "network")]
+    pub network: bool,
+    /// The program and its arguments.
+    #[arg(last = true, required = true, value_name = "PROGRAM")]
+    pub command: Vec<OsString>,
 }

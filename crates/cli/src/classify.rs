@@ -7,7 +7,8 @@
 //!   writing, creating or truncating, `mkdir`, `unlink`, `rename`, `link`, `symlink`,
 //!   `truncate`, the `chmod`/`chown` family, `mknod`) on a path the policy does not make
 //!   writable.
-//! - A **unix-socket denial** is `EPERM`/`EACCES` from `socket(AF_UNIX, ...)`.
+//! - A **unix-socket denial** is `EPERM`/`EACCES` from `socket(AF_UNIX, ...)` or
+//!   `socketpair(AF_UNIX, ...)`.
 //! - A **network denial** is a `connect` to an internet address that failed because the
 //!   network is not granted (`ENETUNREACH`, `EHOSTUNREACH`, `EACCES`, `EPERM`).
 //!
@@ -48,6 +49,16 @@ pub struct Classifier<H: Host> {
     tracker: DenialTracker,
     /// Canonical forms of directories already looked up.
     canon_dirs: HashMap<PathBuf, PathBuf>,
+    /// With a gate: the `execve` argument text that marks the sandbox's setup as done, and
+    /// the pids seen before it (bwrap's and the supervisor's own calls are not the task's).
+    gate: Option<Gate>,
+}
+
+#[derive(Debug)]
+struct Gate {
+    marker: Vec<u8>,
+    open: bool,
+    setup_pids: std::collections::HashSet<u32>,
 }
 
 impl<H: Host> Classifier<H> {
@@ -61,7 +72,38 @@ impl<H: Host> Classifier<H> {
             cwds: HashMap::new(),
             tracker: DenialTracker::new(),
             canon_dirs: HashMap::new(),
+            gate: None,
         }
+    }
+
+    /// Ignores every process seen until one successfully executes `program` (the sandbox's
+    /// supervisor), and that process too: their calls are the sandbox being set up.
+    pub fn gated(mut self, program: &[u8]) -> Classifier<H> {
+        let mut marker = Vec::with_capacity(program.len() + 2);
+        marker.push(b'"');
+        marker.extend_from_slice(program);
+        marker.push(b'"');
+        self.gate = Some(Gate { marker, open: false, setup_pids: Default::default() });
+        self
+    }
+
+    /// Whether `event` is the task's (not the sandbox setup's). Call once per event, in
+    /// order: it also moves the gate.
+    pub fn is_task(&mut self, event: &Event<'_>) -> bool {
+        let Some(gate) = self.gate.as_mut() else { return true };
+        let Some(pid) = event.pid else { return gate.open };
+        if gate.open {
+            return !gate.setup_pids.contains(&pid);
+        }
+        gate.setup_pids.insert(pid);
+        if let Some(call) = event.syscall()
+            && call.name == "execve"
+            && matches!(call.ret, paddock_strace_parse::Return::Value(_))
+            && call.args.starts_with(&gate.marker)
+        {
+            gate.open = true;
+        }
+        false
     }
 
     /// The policy classified against.
@@ -71,6 +113,14 @@ impl<H: Host> Classifier<H> {
 
     /// Looks at one event; returns the violation it shows, if any.
     pub fn observe(&mut self, event: &Event<'_>) -> Option<Found> {
+        if !self.is_task(event) {
+            return None;
+        }
+        self.observe_task(event)
+    }
+
+    /// [`Classifier::observe`] for an event already known to be the task's.
+    pub fn observe_task(&mut self, event: &Event<'_>) -> Option<Found> {
         if let (Some(pid), Some(call)) = (event.pid, event.syscall()) {
             self.track_cwd(pid, call);
         }
@@ -136,7 +186,7 @@ impl<H: Host> Classifier<H> {
             spelled,
         };
         match name {
-            "socket" => {
+            "socket" | "socketpair" => {
                 let family = call.args().next()?;
                 let unix = matches!(family.raw(), b"AF_UNIX" | b"AF_LOCAL" | b"PF_UNIX" | b"1");
                 (unix && matches!(errno, "EPERM" | "EACCES"))
@@ -194,9 +244,24 @@ impl<H: Host> Classifier<H> {
         }
     }
 
+    /// A path argument of `pid` made absolute (as spelled) and canonical: `(canonical,
+    /// spelled)`. `None` when it cannot be placed (a truncated path, an undecorated dirfd).
+    pub fn resolve(&mut self, pid: Option<u32>, p: &PathArg) -> Option<(PathBuf, PathBuf)> {
+        let spelled = self.absolute(pid, p)?;
+        let canon = self.canonical(&spelled);
+        Some((canon, spelled))
+    }
+
     fn writable(&self, canon: &Path) -> bool {
         let Some(abs) = AbsPathBuf::new_lexical(canon) else { return false };
-        (self.policy.private_tmp && canon.starts_with("/tmp")) || self.policy.is_writable(&abs)
+        self.private_tmp(canon) || self.policy.is_writable(&abs)
+    }
+
+    /// Whether `canon` is in the task's private `/tmp` (not the project, if that is there).
+    pub fn private_tmp(&self, canon: &Path) -> bool {
+        self.policy.private_tmp
+            && canon.starts_with("/tmp")
+            && !canon.starts_with(self.policy.project_dir.as_path())
     }
 
     /// The path made absolute against its dirfd or the process's cwd, folded lexically.
@@ -251,7 +316,7 @@ impl<H: Host> Classifier<H> {
 }
 
 /// Paths the sandbox itself provides (not the policy's to grant): `/proc`, `/sys`, `/dev`.
-fn sandbox_owned(path: &Path) -> bool {
+pub fn sandbox_owned(path: &Path) -> bool {
     ["/proc", "/sys", "/dev"].iter().any(|p| path.starts_with(p))
 }
 

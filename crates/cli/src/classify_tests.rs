@@ -121,6 +121,7 @@ fn links_are_followed_to_the_anchor_and_the_spelling_is_kept() {
 #[test]
 fn unix_sockets_and_refused_connections() {
     let log = r#"10 socket(AF_UNIX, SOCK_STREAM|SOCK_CLOEXEC, 0) = -1 EPERM (Operation not permitted)
+10 socketpair(AF_UNIX, SOCK_SEQPACKET|SOCK_CLOEXEC, 0, 0x7fda067fdd70) = -1 EPERM (Operation not permitted)
 10 socket(AF_INET, SOCK_STREAM, IPPROTO_TCP) = 3<TCP:[1]>
 10 connect(3<TCP:[1]>, {sa_family=AF_INET, sin_port=htons(443), sin_addr=inet_addr("93.184.216.34")}, 16) = -1 ENETUNREACH (Network is unreachable)
 10 connect(3<TCP:[2]>, {sa_family=AF_INET6, sin6_port=htons(80), sin6_flowinfo=htonl(0), inet_pton(AF_INET6, "2001:db8::1", &sin6_addr), sin6_scope_id=0}, 28) = -1 ENETUNREACH (Network is unreachable)
@@ -131,6 +132,7 @@ fn unix_sockets_and_refused_connections() {
         found,
         vec![
             (ViolationKind::UnixSocket, "AF_UNIX".into(), "socket".into(), "EPERM".into()),
+            (ViolationKind::UnixSocket, "AF_UNIX".into(), "socketpair".into(), "EPERM".into()),
             (
                 ViolationKind::Network,
                 "93.184.216.34:443".into(),
@@ -147,7 +149,7 @@ fn unix_sockets_and_refused_connections() {
     );
     // With the network on, a failed connect is the network's answer, not the sandbox's.
     let on = classify("[allow]\nnetwork = true\n", log);
-    assert_eq!(on.len(), 1);
+    assert_eq!(on.len(), 2);
 }
 
 #[test]
@@ -158,4 +160,27 @@ fn control_characters_stay_bytes_and_write_intent_reads_flags() {
     assert!(is_write_intent("openat2", Some("{flags=O_RDWR|O_CLOEXEC, resolve=0}")));
     assert!(!is_write_intent("openat", Some("O_RDONLY|O_CLOEXEC")));
     assert!(is_write_intent("creat", None));
+}
+
+#[test]
+fn the_sandbox_setup_is_not_the_task() {
+    let log = r#"5 mkdir("/newroot/etc", 0755) = -1 EROFS (Read-only file system)
+5 clone(child_stack=NULL, flags=SIGCHLD) = 6
+6 execve("/dev/.paddock-supervisor", ["/dev/.paddock-supervisor"], 0x1 /* 0 vars */) = 0
+6 mkdir("/etc/sup", 0755) = -1 EROFS (Read-only file system)
+7 mkdir("/etc/task", 0755) = -1 EROFS (Read-only file system)
+"#;
+    let ctx = Context::new("/home/u/proj", "/home/u").with_env(vec![]);
+    let policy = load_str("", "paddock.toml".as_ref(), Format::Toml).unwrap();
+    let (resolved, _) = resolve(&policy, &ctx, &host()).unwrap();
+    let mut c = Classifier::new(resolved, host(), Path::new("/home/u/proj"))
+        .gated(b"/dev/.paddock-supervisor");
+    let found: Vec<_> = parse_slice(log.as_bytes())
+        .filter_map(|r| match r {
+            Record::Event(e) => c.observe(&e),
+            _ => None,
+        })
+        .map(|f| f.violation.path.unwrap())
+        .collect();
+    assert_eq!(found, vec![PathBuf::from("/etc/task")]);
 }

@@ -218,6 +218,10 @@ pub fn dispatch(cli: &crate::args::Cli) -> Result<u8> {
         crate::args::Command::Run(a) => run(a),
         crate::args::Command::Plan(a) => plan(a),
         crate::args::Command::Check(a) => check(a),
+        #[cfg(target_os = "linux")]
+        crate::args::Command::Learn(a) => crate::learn::learn(a),
+        #[cfg(not(target_os = "linux"))]
+        crate::args::Command::Learn(_) => bail!("`paddock learn` needs strace and runs on Linux"),
     }
 }
 

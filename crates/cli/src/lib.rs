@@ -23,7 +23,10 @@ pub mod commands;
 #[cfg(target_os = "linux")]
 pub mod exec;
 pub mod host;
+#[cfg(target_os = "linux")]
+pub mod learn;
 pub mod load;
+pub mod propose;
 pub mod report;
 #[cfg(target_os = "linux")]
 pub mod runtime_dir;

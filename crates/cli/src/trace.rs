@@ -113,7 +113,8 @@ impl Violations {
     /// An observer for `policy`, the task starting in `cwd`.
     pub fn new(policy: ResolvedPolicy, cwd: &Path) -> Violations {
         Violations {
-            classifier: Classifier::new(policy, RealHost, cwd),
+            classifier: Classifier::new(policy, RealHost, cwd)
+                .gated(paddock_linux_bwrap::SUPERVISOR_PATH.as_bytes()),
             reported: ViolationSet::new(),
             silent: 0,
         }

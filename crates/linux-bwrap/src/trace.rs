@@ -20,7 +20,7 @@ use paddock_policy::{AbsPathBuf, SpawnPlan};
 /// A `?` prefix tells strace to skip a name its version does not know.
 pub const TRACED_SYSCALLS: &str = "open,openat,?openat2,creat,mkdir,mkdirat,unlink,unlinkat,rmdir,\
 rename,renameat,?renameat2,link,linkat,symlink,symlinkat,truncate,chmod,fchmodat,?fchmodat2,\
-chown,lchown,fchownat,mknod,mknodat,execve,?execveat,connect,bind,socket,chdir,fchdir,\
+chown,lchown,fchownat,mknod,mknodat,execve,?execveat,connect,bind,socket,socketpair,chdir,fchdir,\
 clone,?clone3,fork,vfork";
 
 /// How to trace.
