@@ -10,19 +10,27 @@ use anyhow::{Context, Result, bail};
 
 use crate::{cargo, run};
 
+mod trace;
+
 const RUNS: usize = 60;
 
 /// Dispatches `bench NAME`.
 pub fn run_bench(root: &Path, name: Option<&str>) -> Result<()> {
     match name {
         Some("spawn") => spawn(root),
-        _ => bail!("usage: cargo xtask bench spawn"),
+        Some("trace") => trace::trace(root),
+        _ => bail!("usage: cargo xtask bench spawn|trace"),
     }
 }
 
 fn median(cmd: &mut dyn FnMut() -> Command) -> Result<Duration> {
-    let mut times = Vec::with_capacity(RUNS);
-    for _ in 0..RUNS + 3 {
+    median_of(RUNS, cmd)
+}
+
+/// The median wall time of `runs` runs of `cmd` (after 3 warm-up runs), output discarded.
+fn median_of(runs: usize, cmd: &mut dyn FnMut() -> Command) -> Result<Duration> {
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs + 3 {
         let mut c = cmd();
         c.stdout(Stdio::null()).stderr(Stdio::null());
         let t = Instant::now();

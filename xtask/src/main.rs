@@ -5,6 +5,7 @@
 //! - `test-linux`: the end-to-end suite as root and as an unprivileged user.
 //! - `test-macos`: the end-to-end suite against sandbox-exec (on macOS only).
 //! - `bench spawn`: `paddock run -- true` against bare bwrap and bare `true`.
+//! - `bench trace`: what itemizing with strace costs on three open-heavy workloads.
 //! - `tidy`: the repository's own rules (a `//!` doc atop every module).
 
 // xtask is the project's shell script in Rust: spawning tools is what it is for.
@@ -30,7 +31,7 @@ fn main() -> Result<()> {
         Some("demo") => demo(&root, &args[1..]),
         Some("bench") => bench::run_bench(&root, args.get(1).map(String::as_str)),
         _ => {
-            eprintln!("usage: cargo xtask <ci|demo|tidy|test-linux|test-macos|bench spawn>");
+            eprintln!("usage: cargo xtask <ci|demo|tidy|test-linux|test-macos|bench spawn|trace>");
             std::process::exit(2)
         }
     }
@@ -241,7 +242,8 @@ fn test_unprivileged(root: &Path) -> Result<()> {
         .filter_map(|l| l.split("\"executable\":\"").nth(1).and_then(|r| r.split('"').next()))
         .next_back()
         .context("cannot find the e2e test binary")?;
-    let stage = PathBuf::from("/tmp/paddock-e2e-unprivileged");
+    // Not under /tmp: every task gets a private /tmp, where the probe would be invisible.
+    let stage = PathBuf::from("/var/tmp/paddock-e2e-unprivileged");
     let _ = std::fs::remove_dir_all(&stage);
     std::fs::create_dir_all(&stage)?;
     for (src, name) in [
