@@ -156,6 +156,9 @@ pub fn run(args: &RunArgs) -> Result<u8> {
     for d in &plan.diagnostics {
         eprintln!("paddock: {d}");
     }
+    // Host ends of port grants and the egress proxy: a busy port fails here, before the
+    // task starts. They stop with the task (or with this process: the sweep takes sockets).
+    let bridges = crate::bridges::Bridges::start(&plan, &loaded.resolved)?;
     let timeout = match args.timeout {
         Some(s) if s.is_finite() && s > 0.0 => Some(Duration::from_secs_f64(s)),
         Some(s) => bail!("--timeout {s}: give a positive number of seconds"),
@@ -175,9 +178,13 @@ pub fn run(args: &RunArgs) -> Result<u8> {
         &opts,
         Some(runtime.path().as_path()),
     )?;
+    // The proxy itemizes refused destinations whether or not a tracer ran.
+    let proxied = bridges.has_proxy();
+    let refused = bridges.stop();
     drop(runtime);
-    let (outcome, itemized_by) = (ran.outcome, ran.itemized_by);
-    let reported = ran.violations;
+    let (outcome, itemized_by) = (ran.outcome, ran.itemized_by.or(proxied.then_some("proxy")));
+    let mut reported = ran.violations;
+    reported.extend(refused);
     for line in summarize(&reported, &loaded.resolved.project_dir) {
         eprintln!("paddock: {line}");
     }

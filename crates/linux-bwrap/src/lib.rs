@@ -32,6 +32,7 @@
 //! program is compiled on Linux only (a plan made elsewhere says so in its diagnostics);
 //! the supervisor and the probe are Linux only.
 
+pub mod bridges;
 mod error;
 pub mod ops;
 pub mod payload;

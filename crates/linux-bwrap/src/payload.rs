@@ -80,6 +80,33 @@ pub struct SupervisorPayload {
     pub seccomp_fd: i32,
     /// The descriptor polite signals arrive on (one byte: the signal number).
     pub signal_fd: Option<i32>,
+    /// The relays the supervisor runs inside the sandbox (port grants, the proxy's port),
+    /// started before the task runs and stopped when it is done.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub relays: Vec<SandboxRelay>,
+}
+
+/// A relay run by the supervisor inside the sandbox. The supervisor is not under the task's
+/// seccomp filter, so it may use unix sockets the task cannot.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum SandboxRelay {
+    /// Listen on the sandbox's `127.0.0.1:port` and relay each client to `socket`, which
+    /// the host serves (the egress proxy, an `allow.host-ports` grant).
+    TcpToUnix {
+        /// The loopback port inside the sandbox.
+        port: u16,
+        /// The socket's path inside the sandbox.
+        socket: Bytes,
+    },
+    /// Serve `socket` (created by the supervisor) and relay each client to the task's
+    /// `127.0.0.1:port` (an `allow.local-ports` grant, reached from the host).
+    UnixToTcp {
+        /// The socket's path inside the sandbox.
+        socket: Bytes,
+        /// The task's loopback port.
+        port: u16,
+    },
 }
 
 impl SupervisorPayload {
@@ -115,6 +142,10 @@ mod tests {
             cwd: Bytes("/p".into()),
             seccomp_fd: 5,
             signal_fd: Some(6),
+            relays: vec![
+                SandboxRelay::TcpToUnix { port: 3128, socket: Bytes("/dev/x/proxy".into()) },
+                SandboxRelay::UnixToTcp { socket: Bytes("/dev/y/in-80".into()), port: 80 },
+            ],
         };
         let back = SupervisorPayload::from_bytes(&p.to_bytes(), 4).unwrap();
         assert_eq!(back, p);

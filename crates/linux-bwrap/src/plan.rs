@@ -11,6 +11,10 @@
 //! private `/dev` tmpfs. That path always exists (bwrap makes `/dev`), is writable only
 //! during setup, and needs no placeholder on the host; executing through an inherited fd
 //! (`/proc/self/fd/N`) would instead depend on a fresh `/proc`, which the weaker mode lacks.
+//!
+//! Port grants and a domain list become bridges ([`crate::bridges`]): host ends in
+//! `SpawnPlan::bridges`, sandbox ends in the supervisor payload, the task's environment gets
+//! the proxy variables, and the network namespace stays the sandbox's own.
 
 use std::ffi::OsString;
 
@@ -121,6 +125,8 @@ impl Backend for LinuxBwrap {
             first_empty_fd: EMPTY_FILE_FD_BASE,
         };
         let (mounts, empty_fds) = ops::mount_ops(policy, &inputs);
+        let net = crate::bridges::plan(policy, &task.runtime_dir)?;
+        diagnostics.extend(net.diagnostics);
 
         let mut all = vec![BwrapOp::UnshareAll];
         if facts.user_namespaces {
@@ -136,6 +142,8 @@ impl Backend for LinuxBwrap {
             BwrapOp::CapDropAll,
         ]);
         all.extend(mounts);
+        // The socket directories go last: on the fresh /dev, after every other mount.
+        all.extend(net.mounts);
         let mut args_bytes = Vec::new();
         for arg in ops::to_args(&all) {
             args_bytes.extend_from_slice(arg.as_encoded_bytes());
@@ -148,8 +156,13 @@ impl Backend for LinuxBwrap {
         let bpf = compile_filter(&filter_rules, &mut diagnostics)?;
 
         let tmpdir_value = if policy.private_tmp { ops::abs("/tmp") } else { tmp_dir };
-        let mut env: Vec<(Bytes, Bytes)> = policy
-            .env
+        // The proxy variables are composed with the task's own environment (the policy's),
+        // never with paddock's.
+        let task_env = match net.proxy_port {
+            Some(port) => paddock_portbridge::proxy_env(port, &policy.env),
+            None => policy.env.clone(),
+        };
+        let mut env: Vec<(Bytes, Bytes)> = task_env
             .iter()
             .filter(|(k, _)| k != "TMPDIR")
             .map(|(k, v)| (Bytes(k.clone()), Bytes(v.clone())))
@@ -164,6 +177,7 @@ impl Backend for LinuxBwrap {
             cwd: Bytes(task.cwd.as_os_str().to_os_string()),
             seccomp_fd: SECCOMP_FD,
             signal_fd: Some(SIGNAL_FD),
+            relays: net.relays,
         };
 
         let mut payloads = vec![
@@ -196,7 +210,7 @@ impl Backend for LinuxBwrap {
             cwd: AbsPathBuf::root(),
             payloads,
             signal_fd: Some(SIGNAL_FD),
-            bridges: Vec::new(),
+            bridges: net.bridges,
             placeholders: ops::placeholders(policy),
             diagnostics,
         })
@@ -205,28 +219,10 @@ impl Backend for LinuxBwrap {
 
 /// Refuses what this backend cannot enforce yet, with the fix, rather than run weaker.
 fn refuse_unenforceable(policy: &ResolvedPolicy) -> Result<(), Error> {
-    if let NetworkPolicy::Filtered { .. } = policy.network {
-        return Err(unsupported(
-            "allow.network (a domain list)",
-            "the egress proxy is not available yet; use `network = \"off\"` or `\"on\"`",
-        ));
-    }
     if let UnixSockets::Paths { .. } = policy.unix_sockets {
         return Err(unsupported(
             "allow.unix-sockets (a list of paths)",
             "a seccomp filter cannot see socket paths; use `unix-sockets = true` or `false`",
-        ));
-    }
-    if !policy.local_ports.is_empty() {
-        return Err(unsupported(
-            "allow.local-ports",
-            "port bridges are not available yet; remove the entry",
-        ));
-    }
-    if !policy.host_ports.is_empty() {
-        return Err(unsupported(
-            "allow.host-ports",
-            "port bridges are not available yet; remove the entry",
         ));
     }
     if policy.pty {

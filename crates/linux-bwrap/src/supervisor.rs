@@ -8,13 +8,19 @@
 //! reaps every process reparented to it, and exits with the task's status (128+N for signal
 //! N). When it exits, the kernel kills whatever is left in the pid namespace.
 //!
+//! The payload's relays (port grants, the egress proxy's port: see [`crate::bridges`]) run
+//! here, as threads of the supervisor, never under the task's filter. They start after the
+//! fork (the child stays single-threaded and signal-safe; the threads inherit the blocked
+//! SIGCHLD) and before the task execs: the child waits on a gate pipe until they listen, so
+//! the task's first connection finds them. They stop when the task is done.
+//!
 //! Exit codes of its own: 125 (supervisor error, the task never ran), 126 (found but not
 //! executable), 127 (not found), as a shell would.
 
 use std::ffi::{CString, OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
-use crate::payload::SupervisorPayload;
+use crate::payload::{SandboxRelay, SupervisorPayload};
 use crate::seccomp;
 
 /// Exit code when the supervisor itself fails and the task never ran.
@@ -77,6 +83,9 @@ struct Prepared {
     cwd: CString,
     bpf: Vec<u8>,
     program: OsString,
+    /// The gate pipe (read, write): the child closes its copy of the write end and waits
+    /// for EOF on the read end before it runs anything.
+    gate: Option<(i32, i32)>,
 }
 
 fn prepare(payload: &SupervisorPayload, bpf: Vec<u8>) -> Result<Prepared, String> {
@@ -113,7 +122,7 @@ fn prepare(payload: &SupervisorPayload, bpf: Vec<u8>) -> Result<Prepared, String
             })
             .collect::<Result<Vec<_>, _>>()?
     };
-    Ok(Prepared { candidates, argv, env, cwd: cstring(&payload.cwd.0)?, bpf, program })
+    Ok(Prepared { candidates, argv, env, cwd: cstring(&payload.cwd.0)?, bpf, program, gate: None })
 }
 
 fn run(args: &[OsString]) -> Result<i32, String> {
@@ -129,8 +138,19 @@ fn run(args: &[OsString]) -> Result<i32, String> {
     if bpf.is_empty() {
         return Err("the seccomp program is empty; refusing to run the task unfiltered".to_owned());
     }
-    let prepared = prepare(&payload, bpf)?;
+    let mut prepared = prepare(&payload, bpf)?;
     let signal_fd = payload.signal_fd;
+    let gate_write = if payload.relays.is_empty() {
+        None
+    } else {
+        let mut fds = [0; 2];
+        // SAFETY: a valid two-int array; the result is checked.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(format!("pipe: {}", std::io::Error::last_os_error()));
+        }
+        prepared.gate = Some((fds[0], fds[1]));
+        Some(fds[1])
+    };
 
     // SIGCHLD arrives through a signalfd, so one poll waits for both a child and a polite
     // signal. Block it before fork so that no exit is missed.
@@ -157,6 +177,24 @@ fn run(args: &[OsString]) -> Result<i32, String> {
     if pid == 0 {
         child(&prepared, &mask);
     }
+    let relays = match gate_write {
+        None => Vec::new(),
+        Some(gate) => {
+            let started = start_relays(&payload.relays);
+            // SAFETY: closing our ends of the gate: EOF lets the child go on (or, on
+            // failure, it is killed first and never runs the task).
+            unsafe {
+                if started.is_err() {
+                    libc::kill(pid, libc::SIGKILL);
+                }
+                libc::close(gate);
+                if let Some((read, _)) = prepared.gate {
+                    libc::close(read);
+                }
+            }
+            started?
+        }
+    };
     // SAFETY: setpgid on our own child; failing (it already exec'd and did it) is harmless.
     // The write tells the runner the sandbox is up; a closed channel is not an error.
     unsafe {
@@ -165,7 +203,35 @@ fn run(args: &[OsString]) -> Result<i32, String> {
             libc::send(fd, [STARTED].as_ptr().cast(), 1, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT);
         }
     }
-    Ok(supervise(pid, sfd, signal_fd))
+    let code = supervise(pid, sfd, signal_fd);
+    // Stopping joins the relays' threads and removes the sockets the supervisor served.
+    drop(relays);
+    Ok(code)
+}
+
+/// Starts the payload's relays, all or none.
+fn start_relays(relays: &[SandboxRelay]) -> Result<Vec<paddock_portbridge::RelayHandle>, String> {
+    use paddock_portbridge::{RelayOptions, TcpToUnix, UnixToTcp};
+    let mut handles = Vec::new();
+    for relay in relays {
+        let handle = match relay {
+            SandboxRelay::TcpToUnix { port, socket } => {
+                TcpToUnix::start(*port, std::path::Path::new(&socket.0), RelayOptions::default())
+            }
+            SandboxRelay::UnixToTcp { socket, port } => {
+                // A host client may arrive before the task's server listens: it is held
+                // while the server starts (connect_wait), not refused.
+                let options = RelayOptions {
+                    connect_wait: std::time::Duration::from_secs(30),
+                    ..RelayOptions::default()
+                };
+                let target = std::net::SocketAddr::from(([127, 0, 0, 1], *port));
+                UnixToTcp::start(std::path::Path::new(&socket.0), target, options)
+            }
+        };
+        handles.push(handle.map_err(|e| format!("cannot start a bridge in the sandbox: {e}"))?);
+    }
+    Ok(handles)
 }
 
 /// The task's side of the fork. Never returns.
@@ -179,6 +245,14 @@ fn child(p: &Prepared, mask: &libc::sigset_t) -> ! {
     }
     // SAFETY: plain syscalls on our own process with valid arguments.
     unsafe {
+        if let Some((gate, write_end)) = p.gate {
+            // Wait until the supervisor's relays listen (EOF), retrying an interrupted read.
+            libc::close(write_end);
+            let mut byte = 0u8;
+            while libc::read(gate, (&raw mut byte).cast(), 1) < 0
+                && *libc::__errno_location() == libc::EINTR
+            {}
+        }
         libc::setpgid(0, 0);
         libc::sigprocmask(libc::SIG_UNBLOCK, mask, std::ptr::null_mut());
         if libc::chdir(p.cwd.as_ptr()) != 0 {

@@ -38,6 +38,10 @@ pub struct RelayOptions {
     /// How long a client waits for a target that is not listening yet (missing socket file,
     /// connection refused) before it is closed. Zero closes it at once.
     pub connect_wait: Duration,
+    /// A unix socket target is connected to only if its last component is the socket itself,
+    /// not a symlink: set it when a less trusted party can write the socket's directory (the
+    /// host end of an inbound grant, whose socket the sandbox serves).
+    pub refuse_symlink: bool,
 }
 
 impl Default for RelayOptions {
@@ -46,6 +50,7 @@ impl Default for RelayOptions {
             max_connections: 1024,
             connect_timeout: Duration::from_secs(5),
             connect_wait: Duration::from_secs(10),
+            refuse_symlink: false,
         }
     }
 }
@@ -176,6 +181,7 @@ fn connect_with_wait(target: &Target, options: &RelayOptions, tracker: &Tracker)
     loop {
         let attempt = match target {
             Target::Tcp(addr) => stream::connect_tcp(*addr, options.connect_timeout),
+            Target::Unix(path) if options.refuse_symlink => stream::connect_unix_no_follow(path),
             Target::Unix(path) => stream::connect_unix(path),
         };
         match attempt {

@@ -146,6 +146,52 @@ pub(crate) fn connect_unix(path: &Path) -> io::Result<Stream> {
     Stream::Unix(UnixStream::connect(path)?).prepare()
 }
 
+/// Connects to a unix socket path whose last component must be the socket itself, never a
+/// symlink: for a socket in a directory someone less trusted can write (a sandbox's), who
+/// could otherwise swap it for a link to a socket only the connecting side can reach. On
+/// Linux the socket is opened `O_PATH | O_NOFOLLOW` and connected to through
+/// `/proc/self/fd`, so nothing can be swapped between the check and the connect; elsewhere
+/// the check is an `lstat` just before the connect.
+pub(crate) fn connect_unix_no_follow(path: &Path) -> io::Result<Stream> {
+    let not_socket = || {
+        io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("{} is not a socket (a symlink?); refusing to follow it", path.display()),
+        )
+    };
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::FromRawFd;
+        use std::os::unix::ffi::OsStrExt;
+        let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())
+            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        // SAFETY: open with a valid NUL-terminated path; the result is checked.
+        let fd = unsafe {
+            libc::open(c_path.as_ptr(), libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a fresh descriptor that we now own (closed on drop).
+        let file = unsafe { std::fs::File::from_raw_fd(fd) };
+        if !std::os::unix::fs::FileTypeExt::is_socket(&file.metadata()?.file_type()) {
+            return Err(not_socket());
+        }
+        let via = format!("/proc/self/fd/{fd}");
+        let stream = UnixStream::connect(via);
+        drop(file);
+        Stream::Unix(stream?).prepare()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let meta = std::fs::symlink_metadata(path)?;
+        if !std::os::unix::fs::FileTypeExt::is_socket(&meta.file_type()) {
+            return Err(not_socket());
+        }
+        connect_unix(path)
+    }
+}
+
 /// Connects to a TCP address within `timeout`.
 pub(crate) fn connect_tcp(addr: SocketAddr, timeout: Duration) -> io::Result<Stream> {
     Stream::Tcp(TcpStream::connect_timeout(&addr, timeout)?).prepare()

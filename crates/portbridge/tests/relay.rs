@@ -295,3 +295,35 @@ fn stop_leaves_no_socket_no_listener_no_threads() {
         assert_eq!((&*c).read(&mut b).unwrap_or(0), 0, "open connections were closed");
     }
 }
+
+#[test]
+fn refuse_symlink_never_follows_a_link_planted_in_the_socket_dir() {
+    // The host end of an inbound grant connects into a directory the sandbox can write; a
+    // link planted there must not lead it to a socket only the host can reach.
+    let dir = TempDir::new();
+    let private = dir.join("private");
+    unix_echo_server(&private);
+    let planted = dir.join("in-80");
+    std::os::unix::fs::symlink(&private, &planted).unwrap();
+    let options = RelayOptions {
+        refuse_symlink: true,
+        connect_wait: Duration::from_millis(300),
+        ..Default::default()
+    };
+    let relay = TcpToUnix::start(0, &planted, options.clone()).unwrap();
+    let mut client = TcpStream::connect(relay.local_addr().unwrap()).unwrap();
+    client.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let _ = client.write_all(b"ping");
+    let mut buf = Vec::new();
+    let _ = client.read_to_end(&mut buf);
+    assert!(buf.is_empty(), "the planted link was followed: {buf:?}");
+    drop(relay);
+
+    // The real socket at that name is reached.
+    std::fs::remove_file(&planted).unwrap();
+    unix_echo_server(&planted);
+    let relay = TcpToUnix::start(0, &planted, options).unwrap();
+    let data = pattern(1000);
+    let got = tcp_roundtrip(&TcpStream::connect(relay.local_addr().unwrap()).unwrap(), &data);
+    assert_eq!(got, echoed(&data));
+}

@@ -4,7 +4,11 @@
 //!
 //! Operations: `read:PATH`, `write:PATH`, `mkdir:PATH`, `rename:FROM=TO`, `ls:PATH`,
 //! `connect:IP:PORT`, `unix:PATH`, `socketpair-dgram`, `io-uring`, `tiocsti`, `tiocsti-hi`,
-//! `keyctl`, `unshare-user`, `env:NAME`, `fds`, `file:PATH` (prints the content).
+//! `keyctl`, `unshare-user`, `env:NAME`, `fds`, `file:PATH` (prints the content),
+//! `open:PATH` (open for reading only), `ptrace:PID` (attach), `http:URL` (an absolute-URI
+//! GET through `$HTTP_PROXY`; detail: status line and body), `proxy-connect:HOST:PORT` (a raw
+//! CONNECT through `$HTTP_PROXY`; detail: status line), `serve:PORT:SECONDS` (an HTTP server
+//! on 127.0.0.1:PORT answering `served-by-probe` for that long).
 
 use std::io::{Read, Write};
 
@@ -134,7 +138,86 @@ fn main() {
                     fds.iter().map(i32::to_string).collect::<Vec<_>>().join(",")
                 }),
             ),
+            "open" => io_result(op, rest, std::fs::File::open(rest).map(|_| String::new())),
+            "ptrace" => {
+                let pid: i32 = rest.parse().unwrap_or(0);
+                // SAFETY: PTRACE_ATTACH with integer arguments; a success is detached at once.
+                let rc = unsafe {
+                    libc::ptrace(libc::PTRACE_ATTACH, pid, std::ptr::null_mut::<u8>(), 0)
+                };
+                let e = errno();
+                if rc == 0 {
+                    // SAFETY: as above.
+                    unsafe {
+                        libc::ptrace(libc::PTRACE_DETACH, pid, std::ptr::null_mut::<u8>(), 0)
+                    };
+                    emit(op, rest, true, 0, "attached");
+                } else {
+                    emit(op, rest, false, e, "");
+                }
+            }
+            "http" => io_result(op, rest, through_proxy(&format!("GET {rest} HTTP/1.0\r\n\r\n"))),
+            "proxy-connect" => io_result(
+                op,
+                rest,
+                through_proxy(&format!("CONNECT {rest} HTTP/1.1\r\nHost: {rest}\r\n\r\n"))
+                    .map(|answer| answer.lines().next().unwrap_or("").to_owned()),
+            ),
+            "serve" => {
+                let (port, secs) = rest.split_once(':').unwrap_or((rest, "10"));
+                io_result(op, rest, serve(port.parse().unwrap_or(0), secs.parse().unwrap_or(10)));
+            }
             other => emit(other, rest, false, -1, "unknown operation"),
         }
     }
+}
+
+/// Sends `request` to the proxy named by `$HTTP_PROXY` (`http://IP:PORT`) and returns what it
+/// answered until it closed (a tunnel is closed after the status line is read).
+fn through_proxy(request: &str) -> std::io::Result<String> {
+    let proxy = std::env::var("HTTP_PROXY").map_err(|_| std::io::Error::other("no HTTP_PROXY"))?;
+    let addr = proxy.trim_start_matches("http://").trim_end_matches('/');
+    let addr: std::net::SocketAddr =
+        addr.parse().map_err(|_| std::io::Error::other(format!("bad HTTP_PROXY {proxy}")))?;
+    let mut s = std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(5))?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
+    s.write_all(request.as_bytes())?;
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+            // A tunnel stays open: what arrived is the answer.
+            Err(_) if !answer.is_empty() => break,
+            Err(e) => return Err(e),
+        }
+        if request.starts_with("CONNECT") && answer.windows(4).any(|w| w == b"\r\n\r\n") {
+            break;
+        }
+    }
+    Ok(String::from_utf8_lossy(&answer).into_owned())
+}
+
+/// Serves `served-by-probe` over HTTP on 127.0.0.1:`port` for `secs` seconds.
+fn serve(port: u16, secs: u64) -> std::io::Result<String> {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", port))?;
+    listener.set_nonblocking(true)?;
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    let mut served = 0;
+    while std::time::Instant::now() < end {
+        match listener.accept() {
+            Ok((mut conn, _)) => {
+                let _ = conn.set_nonblocking(false);
+                let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(2)));
+                let mut buf = [0u8; 1024];
+                let _ = conn.read(&mut buf);
+                let _ =
+                    conn.write_all(b"HTTP/1.0 200 OK\r\nContent-Length: 15\r\n\r\nserved-by-probe");
+                served += 1;
+            }
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
+        }
+    }
+    Ok(format!("served {served}"))
 }

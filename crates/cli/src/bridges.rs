@@ -1,0 +1,104 @@
+//! The host ends of a plan's bridges (DESIGN decision 4): started before the task, stopped
+//! after it, their refusals turned into the run's network violations.
+//!
+//! - [`BridgeSpec::Proxy`]: a per-task egress proxy ([`Proxy`] with the task's own
+//!   [`TaskRules`]) serving the task's socket in its runtime dir; the supervisor exposes it on
+//!   the sandbox's loopback.
+//! - [`BridgeSpec::Outbound`] (`allow.host-ports`): the socket relays to host
+//!   `127.0.0.1:PORT`.
+//! - [`BridgeSpec::Inbound`] (`allow.local-ports`): host `127.0.0.1:PORT` relays to the socket
+//!   the supervisor serves. A port busy on the host is an error before the task starts. That
+//!   socket's directory is writable inside the sandbox, so the relay never follows a symlink
+//!   planted there.
+//!
+//! Everything stops when [`Bridges`] is dropped (listeners closed, sockets removed, threads
+//! joined); after a `kill -9` of paddock the sockets go with the runtime dir's sweep.
+
+use std::os::unix::fs::DirBuilderExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use paddock_policy::{BridgeSpec, ResolvedPolicy, SpawnPlan, Violation};
+use paddock_portbridge::{
+    Proxy, ProxyOptions, RelayHandle, RelayOptions, SystemResolver, TaskHandle, TaskRules,
+    TcpToUnix, UnixToTcp,
+};
+
+/// The running host ends of a plan's bridges.
+#[derive(Debug, Default)]
+pub struct Bridges {
+    relays: Vec<RelayHandle>,
+    // The task is dropped before the proxy (field order).
+    task: Option<TaskHandle>,
+    proxy: Option<Proxy>,
+}
+
+impl Bridges {
+    /// Starts every bridge of `plan`, all or none. Socket directories are created (mode
+    /// 0700) as needed.
+    pub fn start(plan: &SpawnPlan, policy: &ResolvedPolicy) -> Result<Bridges> {
+        let mut running = Bridges::default();
+        for bridge in &plan.bridges {
+            match bridge {
+                BridgeSpec::Proxy { socket, .. } => {
+                    let rules = TaskRules::from_policy(&policy.network).context(
+                        "the plan has an egress proxy but the policy's network is not a domain list",
+                    )?;
+                    socket_dir(socket.as_path())?;
+                    let proxy = Proxy::start(Arc::new(SystemResolver), ProxyOptions::default())
+                        .context("cannot start the egress proxy")?;
+                    let task = proxy
+                        .add_task(socket.as_path(), rules)
+                        .context("cannot start the egress proxy")?;
+                    running.proxy = Some(proxy);
+                    running.task = Some(task);
+                }
+                BridgeSpec::Outbound { port, socket } => {
+                    socket_dir(socket.as_path())?;
+                    let target = std::net::SocketAddr::from(([127, 0, 0, 1], *port));
+                    let relay = UnixToTcp::start(socket.as_path(), target, RelayOptions::default())
+                        .with_context(|| format!("allow.host-ports {port}"))?;
+                    running.relays.push(relay);
+                }
+                BridgeSpec::Inbound { port, socket } => {
+                    socket_dir(socket.as_path())?;
+                    let options = RelayOptions {
+                        // The sandbox end appears once the supervisor runs, and then waits for
+                        // the task's server: clients that come early are held, not refused.
+                        connect_wait: std::time::Duration::from_secs(30),
+                        refuse_symlink: true,
+                        ..RelayOptions::default()
+                    };
+                    let relay = TcpToUnix::start(*port, socket.as_path(), options)
+                        .with_context(|| format!("allow.local-ports {port}"))?;
+                    running.relays.push(relay);
+                }
+            }
+        }
+        Ok(running)
+    }
+
+    /// Whether a proxy runs: its refusals are itemized even without a tracer.
+    pub fn has_proxy(&self) -> bool {
+        self.task.is_some()
+    }
+
+    /// Stops everything and returns the proxy's refusals as network violations.
+    pub fn stop(mut self) -> Vec<Violation> {
+        self.relays.clear();
+        let refusals = self.task.take().map(TaskHandle::stop).unwrap_or_default();
+        drop(self.proxy.take());
+        refusals.into_iter().map(|r| r.violation).collect()
+    }
+}
+
+/// Creates the directory of a bridge socket (in the runtime dir), private.
+fn socket_dir(socket: &Path) -> Result<()> {
+    let Some(dir) = socket.parent() else { return Ok(()) };
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("cannot create {}", dir.display())),
+    }
+}
