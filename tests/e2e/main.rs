@@ -13,6 +13,7 @@
 mod fs_walls;
 mod harness;
 mod learn;
+mod network;
 mod process;
 mod violations;
 
