@@ -19,8 +19,23 @@ pub fn run_bench(root: &Path, name: Option<&str>) -> Result<()> {
     match name {
         Some("spawn") => spawn(root),
         Some("trace") => trace::trace(root),
-        _ => bail!("usage: cargo xtask bench spawn|trace"),
+        Some("bridge") => bridge(root),
+        _ => bail!("usage: cargo xtask bench spawn|trace|bridge"),
     }
+}
+
+/// `bench bridge`: bulk throughput and connection setup rate through portbridge's relays
+/// against direct loopback (and socat when installed), printed as ratios by the
+/// `bridge_bench` example of paddock-portbridge.
+fn bridge(root: &Path) -> Result<()> {
+    run(cargo().current_dir(root).args([
+        "run",
+        "--release",
+        "-p",
+        "paddock-portbridge",
+        "--example",
+        "bridge_bench",
+    ]))
 }
 
 fn median(cmd: &mut dyn FnMut() -> Command) -> Result<Duration> {

@@ -6,6 +6,8 @@
 //! - `test-macos`: the end-to-end suite against sandbox-exec (on macOS only).
 //! - `bench spawn`: `paddock run -- true` against bare bwrap and bare `true`.
 //! - `bench trace`: what itemizing with strace costs on three open-heavy workloads.
+//! - `bench bridge`: throughput and connection rate through port bridges, as ratios to
+//!   direct loopback (and to socat when installed).
 //! - `tidy`: the repository's own rules (a `//!` doc atop every module).
 
 // xtask is the project's shell script in Rust: spawning tools is what it is for.
@@ -31,7 +33,9 @@ fn main() -> Result<()> {
         Some("demo") => demo(&root, &args[1..]),
         Some("bench") => bench::run_bench(&root, args.get(1).map(String::as_str)),
         _ => {
-            eprintln!("usage: cargo xtask <ci|demo|tidy|test-linux|test-macos|bench spawn|trace>");
+            eprintln!(
+                "usage: cargo xtask <ci|demo|tidy|test-linux|test-macos|bench spawn|trace|bridge>"
+            );
             std::process::exit(2)
         }
     }
