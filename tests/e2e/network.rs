@@ -436,3 +436,46 @@ fn the_task_cannot_redirect_a_bridge_to_a_host_socket() {
     assert!(got.as_ref().map_or(true, String::is_empty), "{got:?}");
     assert_eq!(rest, "proxy-kept\n", "the host-made socket dir is writable in the sandbox");
 }
+
+#[test]
+fn a_killed_run_leaves_no_listener_and_its_sockets_are_swept() {
+    if !require_os_sandbox() {
+        return;
+    }
+    let s = Scratch::new("net-kill");
+    let xdg = s.root.join("xdg");
+    std::fs::create_dir(&xdg).unwrap();
+    let port = free_port();
+    config(&s, &format!("[allow]\nlocal-ports = [{port}]\nnetwork = [\"example.test\"]\n"));
+    let mut child = s
+        .paddock()
+        .env("XDG_RUNTIME_DIR", &xdg)
+        .args(["run", "--", "sleep", "30"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let base = xdg.join("paddock");
+    let runtime = || {
+        std::fs::read_dir(&base)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.join(format!("in/in-{port}")).exists() && p.join("net/proxy").exists())
+    };
+    let end = Instant::now() + Duration::from_secs(10);
+    while (runtime().is_none() || !listening(port)) && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let dir = runtime().unwrap_or_else(|| panic!("no runtime dir with both sockets in {base:?}"));
+    assert!(listening(port));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!listening(port), "the host end outlived a killed paddock");
+    assert!(dir.exists(), "a SIGKILLed run cannot clean up after itself");
+    // The next run sweeps the dead run's dir and its sockets.
+    let out =
+        s.paddock().env("XDG_RUNTIME_DIR", &xdg).args(["run", "--", "true"]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(!dir.exists(), "the stale runtime dir survived the sweep");
+}
