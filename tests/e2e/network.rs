@@ -479,3 +479,23 @@ fn a_killed_run_leaves_no_listener_and_its_sockets_are_swept() {
     assert!(out.status.success(), "{out:?}");
     assert!(!dir.exists(), "the stale runtime dir survived the sweep");
 }
+
+#[test]
+fn ignored_destinations_are_refused_but_not_reported() {
+    if !require_os_sandbox() {
+        return;
+    }
+    let s = Scratch::new("net-ignore");
+    config(&s, "[ignore]\nnetwork = [\"*.quiet.test\"]\n");
+    let (all, report, out) = probe_report(
+        &s,
+        &["--itemize", "off", "--network", "example.test"],
+        &["proxy-connect:a.quiet.test:443", "proxy-connect:loud.test:443"],
+    );
+    for target in ["a.quiet.test:443", "loud.test:443"] {
+        let got = detail(&all, "proxy-connect", target);
+        assert!(got.starts_with("HTTP/1.1 403"), "{target}: {got}");
+    }
+    assert_eq!(network_targets(&report), vec!["loud.test:443".to_owned()], "{report}");
+    assert!(!stderr(&out).contains("quiet.test"), "{}", stderr(&out));
+}

@@ -19,7 +19,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use paddock_policy::{BridgeSpec, ResolvedPolicy, SpawnPlan, Violation};
+use paddock_policy::{BridgeSpec, ReportFilter, ResolvedPolicy, SpawnPlan, Violation};
 use paddock_portbridge::{
     Proxy, ProxyOptions, RelayHandle, RelayOptions, SystemResolver, TaskHandle, TaskRules,
     TcpToUnix, UnixToTcp,
@@ -84,12 +84,14 @@ impl Bridges {
         self.task.is_some()
     }
 
-    /// Stops everything and returns the proxy's refusals as network violations.
-    pub fn stop(mut self) -> Vec<Violation> {
+    /// Stops everything and returns the proxy's refusals as network violations, less those
+    /// `ignore.network` silences (they were refused all the same).
+    pub fn stop(mut self, policy: &ResolvedPolicy) -> Vec<Violation> {
         self.relays.clear();
         let refusals = self.task.take().map(TaskHandle::stop).unwrap_or_default();
         drop(self.proxy.take());
-        refusals.into_iter().map(|r| r.violation).collect()
+        let filter = ReportFilter::new(policy);
+        refusals.into_iter().map(|r| r.violation).filter(|v| filter.keep(v, None)).collect()
     }
 }
 

@@ -99,6 +99,9 @@ fn print_plan_text(out: &mut dyn Write, loaded: &Loaded, plan: &SpawnPlan) -> Re
     }
     writeln!(out, "network: {}", serde_json::to_string(&r.network)?)?;
     writeln!(out, "unix sockets: {}", serde_json::to_string(&r.unix_sockets)?)?;
+    for b in &plan.bridges {
+        writeln!(out, "bridge: {}", serde_json::to_string(b)?)?;
+    }
     for n in &loaded.notes {
         writeln!(out, "note: {n}")?;
     }
@@ -180,7 +183,7 @@ pub fn run(args: &RunArgs) -> Result<u8> {
     )?;
     // The proxy itemizes refused destinations whether or not a tracer ran.
     let proxied = bridges.has_proxy();
-    let refused = bridges.stop();
+    let refused = bridges.stop(&loaded.resolved);
     drop(runtime);
     let (outcome, itemized_by) = (ran.outcome, ran.itemized_by.or(proxied.then_some("proxy")));
     let mut reported = ran.violations;
