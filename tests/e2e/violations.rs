@@ -241,3 +241,53 @@ fn itemize_off_runs_untraced() {
     assert_eq!(report["itemized"], false);
     assert!(report["violations"].as_array().unwrap().is_empty());
 }
+
+/// The children of `pid` (Linux `/proc/PID/task/PID/children`).
+fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+fn comm(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default().trim().to_owned()
+}
+
+#[test]
+fn killing_the_tracer_takes_the_sandbox_and_never_opens_the_wall() {
+    if !require_strace() {
+        return;
+    }
+    let s = Scratch::new("v-kill-tracer");
+    std::fs::create_dir_all(s.project.join("secrets")).unwrap();
+    std::fs::write(s.project.join("secrets/shadow"), CANARY).unwrap();
+    config(&s, "[deny]\nread = [\"secrets\"]\n");
+    let child = s
+        .paddock()
+        .args(["run", "--", "sh", "-c", "sleep 2; cat secrets/shadow; sleep 30"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    // The tracer, once its traced child has become bwrap (killing strace before it attached
+    // is another case: its stopped child goes with the process group).
+    let tracer = loop {
+        if let Some(t) = children(child.id())
+            .into_iter()
+            .find(|c| comm(*c) == "strace" && children(*c).into_iter().any(|g| comm(g) == "bwrap"))
+        {
+            break t;
+        }
+        assert!(started.elapsed().as_secs() < 10, "no strace under paddock");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    // SAFETY: kill takes integers; the pid is our grandchild, alive (it has a /proc entry).
+    unsafe { libc::kill(tracer as i32, libc::SIGKILL) };
+    let out = child.wait_with_output().unwrap();
+    assert!(started.elapsed().as_secs() < 20, "the sandbox outlived its tracer");
+    assert_ne!(out.status.code(), Some(0));
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(CANARY));
+}

@@ -88,6 +88,9 @@ pub fn run_plan_with(
     let start = Instant::now();
     let signals = SignalCatcher::install().context("cannot install signal handlers")?;
     let output = if opts.capture { Output::Piped } else { Output::Inherit };
+    // A tracer's own children outlive it if it dies before they exec (strace's child waits
+    // stopped for the attach): the whole process group goes when the tracer does.
+    let kill_group = !extra.is_empty();
     let mut spawned = exec::spawn_with(plan, output, runtime_dir, extra)?;
     let pid = i32::try_from(spawned.child.id()).context("child pid")?;
     let pidfd = pidfd_open(pid).context("pidfd_open")?;
@@ -146,6 +149,11 @@ pub fn run_plan_with(
             }
         }
         if fds[0].revents != 0 {
+            if kill_group {
+                // SAFETY: killpg with integers. The group is the child's own (process_group(0))
+                // and its leader is an unreaped zombie now, so the id cannot have been reused.
+                unsafe { libc::killpg(pid, libc::SIGKILL) };
+            }
             break wait4(pid)?;
         }
     };
