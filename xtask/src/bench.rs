@@ -52,7 +52,11 @@ fn median_of(runs: usize, cmd: &mut dyn FnMut() -> Command) -> Result<Duration> 
         let status = c.status()?;
         let elapsed = t.elapsed();
         if !status.success() {
-            bail!("benchmark command failed: {status}");
+            bail!(
+                "benchmark command failed: {status}: {:?} {:?}",
+                c.get_program(),
+                c.get_args().collect::<Vec<_>>()
+            );
         }
         times.push(elapsed);
     }
@@ -90,15 +94,32 @@ fn spawn(root: &Path) -> Result<()> {
     if let Some(i) = bwrap_args.iter().position(|a| a == "--") {
         bwrap_args.truncate(i);
     }
-    bwrap_args.retain(|a| !a.starts_with("--seccomp") && !a.starts_with("--sync-fd"));
+    // Mounts fed from paddock's file descriptors become the same mounts from /dev/null.
+    let mut baseline = Vec::with_capacity(bwrap_args.len());
+    let mut i = 0;
+    while i < bwrap_args.len() {
+        match bwrap_args[i].as_str() {
+            "--perms" => i += 2,
+            "--ro-bind-data" | "--bind-data" | "--file" if i + 2 < bwrap_args.len() => {
+                baseline.extend([
+                    "--ro-bind".to_owned(),
+                    "/dev/null".to_owned(),
+                    bwrap_args[i + 2].clone(),
+                ]);
+                i += 3;
+            }
+            _ => {
+                baseline.push(bwrap_args[i].clone());
+                i += 1;
+            }
+        }
+    }
+    let mut bwrap_args = baseline;
     bwrap_args.push("--".to_owned());
     bwrap_args.push("/bin/true".to_owned());
     let bare = median(&mut || Command::new("/bin/true"))?;
-    let bare_bwrap = median(&mut || {
-        let mut c = Command::new(&bwrap);
-        c.args(&bwrap_args).current_dir(&project);
-        c
-    })?;
+    // paddock first, with the project as the user has it: it makes and removes its
+    // placeholders (mount points for missing protected names) on every run.
     let ours = median(&mut || {
         let mut c = Command::new(&paddock);
         c.args(["run", "--itemize", "off", "-C"])
@@ -107,6 +128,30 @@ fn spawn(root: &Path) -> Result<()> {
             .current_dir(&project);
         c
     })?;
+    // The baseline needs the same mount points to exist; they are made once for it.
+    let mut made = Vec::new();
+    for p in json["plan"]["placeholders"].as_array().into_iter().flatten() {
+        let Some(path) = p["path"].as_str() else { continue };
+        let path = std::path::PathBuf::from(path);
+        if path.exists() {
+            continue;
+        }
+        if p["dir"].as_bool() == Some(true) {
+            std::fs::create_dir(&path)?;
+        } else {
+            std::fs::write(&path, b"")?;
+        }
+        made.push(path);
+    }
+    let bare_bwrap = median(&mut || {
+        let mut c = Command::new(&bwrap);
+        c.args(&bwrap_args).current_dir(&project);
+        c
+    });
+    for path in made.iter().rev() {
+        let _ = std::fs::remove_dir(path).or_else(|_| std::fs::remove_file(path));
+    }
+    let bare_bwrap = bare_bwrap?;
     println!("bench spawn, median of {RUNS} runs:");
     println!("  bare true:          {bare:>10.2?}");
     println!("  bare bwrap (same mounts): {bare_bwrap:>10.2?}");
