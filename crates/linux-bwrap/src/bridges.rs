@@ -22,7 +22,7 @@
 //!   (NET-11), and `out-P` reaches only the granted host port.
 //! - `in/` holds the sockets the supervisor serves for `allow.local-ports`, so it is bound
 //!   **read-write** at [`IN_DIR`]. The task can rename or replace entries there; the host end
-//!   connects to them refusing symlinks ([`RelayOptions`] `refuse_symlink` in the CLI), and a
+//!   connects to them refusing symlinks ([`RelayOptions::refuse_symlink`] in the CLI), and a
 //!   socket the task binds there itself only reaches the task.
 //!
 //! With `network = "on"` the task shares the host's network, so port grants need no bridge;
@@ -30,7 +30,7 @@
 //!
 //! [`SpawnPlan::bridges`]: paddock_policy::SpawnPlan::bridges
 //! [`SupervisorPayload::relays`]: crate::payload::SupervisorPayload::relays
-//! [`RelayOptions`]: https://docs.rs/paddock-portbridge
+//! [`RelayOptions::refuse_symlink`]: paddock_portbridge::RelayOptions::refuse_symlink
 
 use std::ffi::OsString;
 

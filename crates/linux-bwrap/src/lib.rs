@@ -7,13 +7,17 @@
 //! - An **op** ([`ops::BwrapOp`]) is one bubblewrap setup step (`--ro-bind`, `--tmpfs`, ...),
 //!   like bubblewrap's own `SetupOp` list. [`ops::mount_ops`] is the one function that
 //!   decides their order.
-//! - The **plan** is what [`LinuxBwrap`] returns from [`Backend::plan`]: bwrap's absolute
+//! - The **plan** is what [`LinuxBwrap`] returns from
+//!   [`Backend::plan`](paddock_policy::Backend::plan): bwrap's absolute
 //!   path, a short argv, and the payloads (bwrap's real arguments, the supervisor's
 //!   instructions, the BPF program) that travel on numbered file descriptors, so that no
 //!   secret ever appears in an argv or environment visible inside the sandbox.
 //! - The **supervisor** ([`supervisor`], Linux only) is the paddock binary re-executed by
 //!   bwrap as the sandbox's pid 1 (`paddock __supervise`). It applies the filter to the task
 //!   only, relays polite signals, reaps, and exits with the task's status.
+//! - A **bridge** ([`bridges`]) joins the sandbox's loopback and the host through a unix
+//!   socket in the runtime dir: port grants both ways and the egress proxy of a domain list.
+//!   The host end runs in paddock, the sandbox end (a relay) in the supervisor.
 //! - The **probe** ([`probe`], Linux only) collects the [`HostFacts`](paddock_policy::HostFacts)
 //!   the plan is made from and explains in the user's terms what is missing.
 //!
