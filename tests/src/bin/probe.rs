@@ -9,6 +9,18 @@
 //! GET through `$HTTP_PROXY`; detail: status line and body), `proxy-connect:HOST:PORT` (a raw
 //! CONNECT through `$HTTP_PROXY`; detail: status line), `serve:PORT:SECONDS` (an HTTP server
 //! on 127.0.0.1:PORT answering `served-by-probe` for that long).
+//!
+//! Hostile operations (attack primitives of the security cases, see [`hostile`]): `kill:PID`,
+//! `pidfd:PID`, `syscall:NAME` (a raw call with zero arguments), `nr:N` (syscall number N,
+//! zero arguments), `int80-socket`, `int80-socketcall`, `int80-getpid` (i386 calls through
+//! `int 0x80`), `x32-socket`, `x32-getpid`, `unix-hi` (AF_UNIX with bit 32 set),
+//! `socketpair-seqpacket`, `abstract:NAME` (connect to `@NAME`; detail: what it read),
+//! `family:NAME` (a socket of family PACKET, NETLINK, NETLINK-ROUTE, VSOCK, ALG, BLUETOOTH,
+//! XDP, KEY or RAWICMP), `mknod:PATH` (a char device 1:3), `unshare:NS` (mnt, net, pid, ipc,
+//! uts, cgroup), `clone-ns:NS` (a raw clone with that namespace flag), `tiocsti-str:TEXT`
+//! (inject TEXT into stdin's terminal, `\n` for a newline), `tioclinux`, `udp:IP:PORT=TEXT`
+//! (one datagram), `resolve:NAME` (getaddrinfo; detail: the addresses), `fdlinks` (where
+//! each open fd points).
 
 use std::io::{Read, Write};
 
@@ -35,6 +47,9 @@ fn raw(op: &str, rc: i64) {
 fn main() {
     for arg in std::env::args().skip(1) {
         let (op, rest) = arg.split_once(':').unwrap_or((arg.as_str(), ""));
+        if hostile(op, rest) {
+            continue;
+        }
         match op {
             "read" => {
                 io_result(op, rest, std::fs::read(rest).map(|b| format!("{} bytes", b.len())))
@@ -220,4 +235,317 @@ fn serve(port: u16, secs: u64) -> std::io::Result<String> {
         }
     }
     Ok(format!("served {served}"))
+}
+
+/// Namespace flags by short name.
+fn ns_flag(name: &str) -> Option<libc::c_int> {
+    Some(match name {
+        "user" => libc::CLONE_NEWUSER,
+        "mnt" => libc::CLONE_NEWNS,
+        "net" => libc::CLONE_NEWNET,
+        "pid" => libc::CLONE_NEWPID,
+        "ipc" => libc::CLONE_NEWIPC,
+        "uts" => libc::CLONE_NEWUTS,
+        "cgroup" => libc::CLONE_NEWCGROUP,
+        _ => return None,
+    })
+}
+
+/// Syscall numbers by name for `syscall:NAME`.
+fn syscall_by_name(name: &str) -> Option<libc::c_long> {
+    Some(match name {
+        "clone3" => libc::SYS_clone3,
+        "openat2" => libc::SYS_openat2,
+        "fsopen" => libc::SYS_fsopen,
+        "fsconfig" => libc::SYS_fsconfig,
+        "fsmount" => libc::SYS_fsmount,
+        "fspick" => libc::SYS_fspick,
+        "move_mount" => libc::SYS_move_mount,
+        "open_tree" => libc::SYS_open_tree,
+        "mount_setattr" => libc::SYS_mount_setattr,
+        "pidfd_getfd" => libc::SYS_pidfd_getfd,
+        "process_vm_writev" => libc::SYS_process_vm_writev,
+        "userfaultfd" => libc::SYS_userfaultfd,
+        "bpf" => libc::SYS_bpf,
+        "perf_event_open" => libc::SYS_perf_event_open,
+        "keyctl" => libc::SYS_keyctl,
+        "add_key" => libc::SYS_add_key,
+        "request_key" => libc::SYS_request_key,
+        "kexec_load" => libc::SYS_kexec_load,
+        "kexec_file_load" => libc::SYS_kexec_file_load,
+        "init_module" => libc::SYS_init_module,
+        "finit_module" => libc::SYS_finit_module,
+        "delete_module" => libc::SYS_delete_module,
+        "setns" => libc::SYS_setns,
+        "unshare" => libc::SYS_unshare,
+        "mount" => libc::SYS_mount,
+        "umount2" => libc::SYS_umount2,
+        "pivot_root" => libc::SYS_pivot_root,
+        "chroot" => libc::SYS_chroot,
+        "io_uring_setup" => libc::SYS_io_uring_setup,
+        "io_uring_enter" => libc::SYS_io_uring_enter,
+        "io_uring_register" => libc::SYS_io_uring_register,
+        _ => return None,
+    })
+}
+
+/// (family, type, protocol) by name for `family:NAME`.
+fn family(name: &str) -> Option<(libc::c_int, libc::c_int, libc::c_int)> {
+    Some(match name {
+        "PACKET" => (libc::AF_PACKET, libc::SOCK_RAW, 0),
+        // NETLINK_KOBJECT_UEVENT (15): not the routing family the filter lets through.
+        "NETLINK" => (libc::AF_NETLINK, libc::SOCK_RAW, 15),
+        "NETLINK-ROUTE" => (libc::AF_NETLINK, libc::SOCK_RAW, 0),
+        "VSOCK" => (libc::AF_VSOCK, libc::SOCK_STREAM, 0),
+        "ALG" => (libc::AF_ALG, libc::SOCK_SEQPACKET, 0),
+        "BLUETOOTH" => (libc::AF_BLUETOOTH, libc::SOCK_STREAM, 0),
+        "XDP" => (libc::AF_XDP, libc::SOCK_RAW, 0),
+        "KEY" => (libc::AF_KEY, libc::SOCK_RAW, 2),
+        "RAWICMP" => (libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_ICMP),
+        _ => return None,
+    })
+}
+
+/// An i386 system call through `int 0x80` with three arguments; the raw return value.
+#[cfg(target_arch = "x86_64")]
+fn int80(nr: i64, a: i64, b: i64, c: i64) -> i64 {
+    let ret: i64;
+    // SAFETY: `int 0x80` enters the kernel's 32-bit entry point with integer arguments; the
+    // caller passes only integers or pointers it owns. The kernel preserves other registers
+    // (r8-r11 are clobbered on some kernels, so they are declared). rbx is LLVM's, so the
+    // first argument is swapped into it around the call.
+    unsafe {
+        std::arch::asm!(
+            "xchg {a}, rbx",
+            "int 0x80",
+            "xchg {a}, rbx",
+            a = inout(reg) a => _,
+            inlateout("rax") nr => ret,
+            in("rcx") b,
+            in("rdx") c,
+            out("r8") _, out("r9") _, out("r10") _, out("r11") _,
+        );
+    }
+    ret
+}
+
+/// Emits the result of a raw `int 0x80` call (a negative value is `-errno`).
+#[cfg(target_arch = "x86_64")]
+fn int80_result(op: &str, ret: i64) {
+    if ret < 0 {
+        emit(op, "", false, i32::try_from(-ret).unwrap_or(-1), "")
+    } else {
+        emit(op, "", true, 0, &ret.to_string())
+    }
+}
+
+/// The hostile operations; false when `op` is not one of them.
+fn hostile(op: &str, rest: &str) -> bool {
+    match op {
+        "kill" => {
+            // SAFETY: kill takes integers.
+            let rc = unsafe { libc::kill(rest.parse().unwrap_or(0), libc::SIGKILL) };
+            raw_arg(op, rest, i64::from(rc));
+        }
+        "pidfd" => {
+            let pid: libc::c_long = rest.parse().unwrap_or(0);
+            // SAFETY: pidfd_open takes integers.
+            let rc = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+            raw_arg(op, rest, rc);
+        }
+        "syscall" | "nr" => {
+            let nr = if op == "nr" { rest.parse().ok() } else { syscall_by_name(rest) };
+            let Some(nr) = nr else {
+                emit(op, rest, false, -1, "unknown syscall");
+                return true;
+            };
+            // SAFETY: a raw system call with all-zero arguments: null pointers and zero
+            // lengths, which the kernel rejects or treats as empty.
+            let rc = unsafe { libc::syscall(nr, 0, 0, 0, 0, 0, 0) };
+            raw_arg(op, rest, rc);
+        }
+        #[cfg(target_arch = "x86_64")]
+        "int80-socket" => int80_result(op, int80(359, 1, 1, 0)),
+        #[cfg(target_arch = "x86_64")]
+        "int80-getpid" => int80_result(op, int80(20, 0, 0, 0)),
+        #[cfg(target_arch = "x86_64")]
+        "int80-socketcall" => {
+            // socketcall(SYS_SOCKET, args) with the arguments in 32-bit addressable memory.
+            // SAFETY: an anonymous private mapping below 2 GiB, checked before use.
+            let args = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    4096,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_32BIT,
+                    -1,
+                    0,
+                )
+            };
+            if args == libc::MAP_FAILED {
+                emit(op, "", false, errno(), "mmap");
+                return true;
+            }
+            let words = args.cast::<u32>();
+            // SAFETY: the mapping is 4096 bytes, writable, and holds three u32.
+            unsafe {
+                *words = 1;
+                *words.add(1) = 1;
+                *words.add(2) = 0;
+            }
+            int80_result(op, int80(102, 1, args as i64, 0));
+        }
+        #[cfg(target_arch = "x86_64")]
+        "x32-socket" | "x32-getpid" => {
+            let rc = if op == "x32-socket" {
+                // SAFETY: a raw x32 system call with integer arguments.
+                unsafe { libc::syscall(0x4000_0000 | libc::SYS_socket, 1, 1, 0) }
+            } else {
+                // SAFETY: as above, no arguments.
+                unsafe { libc::syscall(0x4000_0000 | libc::SYS_getpid) }
+            };
+            raw(op, rc);
+        }
+        "unix-hi" => {
+            // SAFETY: socket with integer arguments; bit 32 of the family is set.
+            let rc = unsafe { libc::syscall(libc::SYS_socket, (1i64 << 32) | 1, 1, 0) };
+            raw(op, rc);
+        }
+        "socketpair-seqpacket" => {
+            let mut fds = [0i32; 2];
+            // SAFETY: `fds` is a valid array of two ints for the kernel to fill.
+            let rc = unsafe {
+                libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET, 0, fds.as_mut_ptr())
+            };
+            raw(op, i64::from(rc));
+        }
+        "abstract" => io_result(op, rest, connect_abstract(rest)),
+        "family" => match family(rest) {
+            Some((f, t, p)) => {
+                // SAFETY: socket takes integers.
+                let rc = unsafe { libc::socket(f, t, p) };
+                raw_arg(op, rest, i64::from(rc));
+            }
+            None => emit(op, rest, false, -1, "unknown family"),
+        },
+        "mknod" => {
+            let path = std::ffi::CString::new(rest).unwrap_or_default();
+            // SAFETY: a NUL-terminated path and integer mode and device.
+            let rc =
+                unsafe { libc::mknod(path.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 3)) };
+            raw_arg(op, rest, i64::from(rc));
+        }
+        "unshare" => match ns_flag(rest) {
+            // SAFETY: unshare takes a flag word.
+            Some(flag) => raw_arg(op, rest, i64::from(unsafe { libc::unshare(flag) })),
+            None => emit(op, rest, false, -1, "unknown namespace"),
+        },
+        "clone-ns" => match ns_flag(rest) {
+            Some(flag) => {
+                // SAFETY: a raw fork-like clone (no new stack: the child continues on a copy
+                // of this one) whose child exits at once without touching shared state.
+                let rc = unsafe {
+                    libc::syscall(
+                        libc::SYS_clone,
+                        libc::c_long::from(flag | libc::SIGCHLD),
+                        0,
+                        0,
+                        0,
+                        0,
+                    )
+                };
+                if rc == 0 {
+                    // SAFETY: the child leaves at once.
+                    unsafe { libc::_exit(0) };
+                }
+                if rc > 0 {
+                    // SAFETY: reaping our own child.
+                    unsafe { libc::waitpid(rc as i32, std::ptr::null_mut(), 0) };
+                }
+                raw_arg(op, rest, rc);
+            }
+            None => emit(op, rest, false, -1, "unknown namespace"),
+        },
+        "tiocsti-str" => {
+            let text = rest.replace("\\n", "\n");
+            let mut rc = 0;
+            for b in text.bytes() {
+                // SAFETY: a raw ioctl on stdin with a pointer to one byte; the kernel reads it.
+                rc = unsafe { libc::syscall(libc::SYS_ioctl, 0, libc::TIOCSTI, &b as *const u8) };
+                if rc < 0 {
+                    break;
+                }
+            }
+            raw_arg(op, rest, rc);
+        }
+        "tioclinux" => {
+            let sub = [3u8];
+            // SAFETY: a raw ioctl on stdin with a pointer to one byte (TIOCL_SETSEL's cousin
+            // TIOCL_PASTESEL, which only reads it).
+            let rc = unsafe { libc::syscall(libc::SYS_ioctl, 0, 0x541C, sub.as_ptr()) };
+            raw(op, rc);
+        }
+        "udp" => {
+            let (addr, text) = rest.split_once('=').unwrap_or((rest, ""));
+            io_result(
+                op,
+                rest,
+                std::net::UdpSocket::bind("0.0.0.0:0")
+                    .and_then(|s| s.send_to(text.as_bytes(), addr))
+                    .map(|n| format!("sent {n}")),
+            );
+        }
+        "resolve" => {
+            use std::net::ToSocketAddrs;
+            let started = std::time::Instant::now();
+            let r = (rest, 443).to_socket_addrs().map(|a| {
+                let mut v: Vec<String> = a.map(|a| a.ip().to_string()).collect();
+                v.sort();
+                v.join(",")
+            });
+            let ms = started.elapsed().as_millis();
+            match r {
+                Ok(addrs) => emit(op, rest, true, 0, &format!("{addrs} in {ms} ms")),
+                Err(e) => emit(
+                    op,
+                    rest,
+                    false,
+                    e.raw_os_error().unwrap_or(-1),
+                    &format!("{e} in {ms} ms"),
+                ),
+            }
+        }
+        "fdlinks" => io_result(
+            op,
+            "",
+            std::fs::read_dir("/proc/self/fd").map(|d| {
+                let mut links: Vec<String> = d
+                    .flatten()
+                    .map(|e| {
+                        let to = std::fs::read_link(e.path()).unwrap_or_default();
+                        format!("{}={}", e.file_name().to_string_lossy(), to.display())
+                    })
+                    .collect();
+                links.sort();
+                links.join(",")
+            }),
+        ),
+        _ => return false,
+    }
+    true
+}
+
+fn raw_arg(op: &str, arg: &str, rc: i64) {
+    if rc < 0 { emit(op, arg, false, errno(), "") } else { emit(op, arg, true, 0, &rc.to_string()) }
+}
+
+/// Connects to the abstract unix socket `@name` and returns what it sends first.
+fn connect_abstract(name: &str) -> std::io::Result<String> {
+    use std::os::linux::net::SocketAddrExt;
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
+    let mut s = std::os::unix::net::UnixStream::connect_addr(&addr)?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(2)))?;
+    let mut buf = [0u8; 64];
+    let n = s.read(&mut buf).unwrap_or(0);
+    Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
 }
