@@ -12,6 +12,7 @@
 
 mod fs_walls;
 mod harness;
+mod hostile_fs;
 mod hostile_policy;
 mod learn;
 mod network;
