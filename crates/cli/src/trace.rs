@@ -1,14 +1,15 @@
 //! Running a plan traced: strace writes to a pipe, a thread parses it while the task runs
 //! (DESIGN decision 5: no trace file), and what it saw comes back when the task is done.
 //!
-//! The reader reuses one line buffer and parses each line in place
-//! ([`Parser::feed_line`]): a line costs no allocation unless it is a failed call or moves
-//! a working directory. Reports come only from this pipe, never from the task's output, so
+//! The reader parses lines in place in one buffer ([`Parser::feed_line`]): a line costs no
+//! copy and no allocation unless it is a failed call or moves a working directory. It
+//! reads in batches (a large pipe, a short nap after a short read), so that strace is not
+//! slowed by waking the reader for every line. Reports come only from this pipe, never from the task's output, so
 //! a task printing strace-like lines cannot forge or hide a denial (PRC-09).
 
 use std::fs::File;
-use std::io::{BufRead, BufReader};
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -52,11 +53,21 @@ impl<O: Observer> Reader<O> {
         }
         // SAFETY: two fresh descriptors that we now own.
         let (read, write) = unsafe { (File::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        // A large pipe lets strace write on while the reader naps. Best effort: the limit
+        // (fs.pipe-max-size) may be lower.
+        for size in [BUF, 256 * 1024] {
+            // SAFETY: fcntl on a descriptor we own, with an integer argument.
+            if unsafe { libc::fcntl(write.as_raw_fd(), libc::F_SETPIPE_SZ, size as libc::c_int) }
+                > 0
+            {
+                break;
+            }
+        }
         let (tx, rx) = mpsc::channel();
         std::thread::Builder::new()
             .name("paddock-trace".into())
             .spawn(move || {
-                let lines = read_trace(BufReader::with_capacity(256 * 1024, read), &mut observer);
+                let lines = read_trace(read, &mut observer);
                 let _ = tx.send((observer, lines));
             })
             .context("cannot start the trace reader")?;
@@ -70,26 +81,56 @@ impl<O: Observer> Reader<O> {
     }
 }
 
+/// The reader's buffer: also the most a line can be before it is cut.
+const BUF: usize = 1 << 20;
+/// A read shorter than this means strace is writing slowly: the reader naps
+/// ([`NAP`]) so that lines pile up in the pipe instead of waking it (and costing strace a
+/// wake-up) one line at a time.
+const SHORT_READ: usize = 64 * 1024;
+const NAP: Duration = Duration::from_millis(2);
+
 /// Parses a trace until EOF, handing each event to `observer`; returns the line count.
-pub fn read_trace<R: BufRead, O: Observer + ?Sized>(mut input: R, observer: &mut O) -> u64 {
+/// Lines are parsed in place in one buffer: no copy and no allocation per line.
+pub fn read_trace<R: Read, O: Observer + ?Sized>(mut input: R, observer: &mut O) -> u64 {
     let mut parser = Parser::new();
-    let mut line = Vec::with_capacity(4096);
+    let mut buf = vec![0u8; BUF];
+    let mut filled = 0;
     let mut count = 0;
-    loop {
-        line.clear();
-        match input.read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        count += 1;
-        if line.last() == Some(&b'\n') {
-            line.pop();
-        }
-        parser.feed_line(&line, |r| {
-            if let Record::Event(e) = r {
-                observer.event(&e);
+    let mut eof = false;
+    while !eof {
+        let n = match input.read(&mut buf[filled..]) {
+            Ok(0) | Err(_) => {
+                eof = true;
+                0
             }
-        });
+            Ok(n) => n,
+        };
+        filled += n;
+        let mut start = 0;
+        while let Some(nl) = memchr(b'\n', &buf[start..filled]) {
+            count += 1;
+            parser.feed_line(&buf[start..start + nl], |r| {
+                if let Record::Event(e) = r {
+                    observer.event(&e);
+                }
+            });
+            start += nl + 1;
+        }
+        if start == 0 && filled == buf.len() || eof && start < filled {
+            // A line longer than the buffer (cut), or the last line without its newline.
+            count += 1;
+            parser.feed_line(&buf[..filled], |r| {
+                if let Record::Event(e) = r {
+                    observer.event(&e);
+                }
+            });
+            start = filled;
+        }
+        buf.copy_within(start..filled, 0);
+        filled -= start;
+        if !eof && n < SHORT_READ {
+            std::thread::sleep(NAP);
+        }
     }
     parser.finish_with(|r| {
         if let Record::Event(e) = r {
@@ -97,6 +138,10 @@ pub fn read_trace<R: BufRead, O: Observer + ?Sized>(mut input: R, observer: &mut
         }
     });
     count
+}
+
+fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
+    hay.iter().position(|b| *b == needle)
 }
 
 /// The observer of `paddock run`: classified, filtered, deduplicated violations.
@@ -206,6 +251,52 @@ pub fn run(
         None => {
             eprintln!("paddock: the trace did not end with the task; denials are not itemized");
             Ok(Ran { outcome, itemized_by: None, violations: Vec::new() })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reader that hands out at most `chunk` bytes per read.
+    struct Trickle<'a> {
+        data: &'a [u8],
+        chunk: usize,
+    }
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.chunk.min(self.data.len()).min(out.len());
+            out[..n].copy_from_slice(&self.data[..n]);
+            self.data = &self.data[n..];
+            Ok(n)
+        }
+    }
+
+    #[derive(Default)]
+    struct Names(Vec<String>);
+
+    impl Observer for Names {
+        fn event(&mut self, event: &Event<'_>) {
+            if let Some(call) = event.syscall() {
+                self.0.push(format!("{}:{}", event.pid.unwrap_or(0), call.name));
+            }
+        }
+    }
+
+    #[test]
+    fn lines_split_across_reads_and_a_last_line_without_newline_are_parsed() {
+        let log = b"1 openat(AT_FDCWD, \"/a\", O_RDONLY) = 3\n\
+            2 mkdir(\"/b\", 0777 <unfinished ...>\n\
+            1 unlink(\"/c\") = -1 EROFS (Read-only file system)\n\
+            2 <... mkdir resumed>) = -1 EROFS (Read-only file system)\n\
+            3 chdir(\"/d\") = 0";
+        for chunk in [1, 7, 64, 1 << 20] {
+            let mut names = Names::default();
+            let lines = read_trace(Trickle { data: log, chunk }, &mut names);
+            assert_eq!(lines, 5, "chunk {chunk}");
+            assert_eq!(names.0, ["1:openat", "1:unlink", "2:mkdir", "3:chdir"], "chunk {chunk}");
         }
     }
 }
