@@ -14,6 +14,7 @@ mod fs_walls;
 mod harness;
 mod hostile_fs;
 mod hostile_policy;
+mod hostile_proc;
 mod learn;
 mod network;
 mod process;
