@@ -169,20 +169,7 @@ fn tty05_a_task_pty_is_refused() {
     assert!(!marker.exists());
 }
 
-/// Serves `CANARY` on the abstract unix socket `@name` until the process ends.
-pub fn abstract_canary(name: &str) {
-    use std::io::Write;
-    use std::os::linux::net::SocketAddrExt;
-    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
-    let listener = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
-    std::thread::spawn(move || {
-        for c in listener.incoming().flatten() {
-            let mut c = c;
-            let _ = c.write_all(CANARY.as_bytes());
-        }
-    });
-}
-
+#[cfg(target_os = "linux")]
 #[test]
 fn unx03c_network_on_reaches_host_abstract_sockets() {
     if !require_os_sandbox() {

@@ -12,8 +12,13 @@
 
 mod fs_walls;
 mod harness;
+#[cfg(target_os = "linux")]
 mod hostile_fs;
+#[cfg(target_os = "linux")]
+mod hostile_ipc;
+#[cfg(target_os = "linux")]
 mod hostile_policy;
+#[cfg(target_os = "linux")]
 mod hostile_proc;
 mod learn;
 mod network;
