@@ -467,3 +467,82 @@ fn fake_container_signals_do_not_weaken_the_walls_pol13() {
     assert!(!text.contains(&host_marker), "a host process is visible: {text}");
     assert!(text.contains("rc=1"), "{out:?}");
 }
+
+#[test]
+fn no_user_namespaces_exits_125_and_runs_nothing_pol12b() {
+    if !require_os_sandbox() {
+        return;
+    }
+    let s = Scratch::new("pol12b");
+    let ran = s.project.join("RAN");
+    // A user namespace in which no further user namespace may be made.
+    let out = std::process::Command::new(host_bwrap())
+        .args(["--unshare-user", "--disable-userns", "--dev-bind", "/", "/", "--"])
+        .arg(paddock_bin())
+        .args(["run", "--", "touch"])
+        .arg(&ran)
+        .current_dir(&s.project)
+        .env("HOME", &s.home)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
+    assert!(err.contains("paddock"), "no explanation: {err}");
+    assert!(!ran.exists(), "the task ran without a sandbox");
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid takes nothing and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+#[test]
+fn no_strace_keeps_the_walls_and_says_so_pol12d() {
+    if !require_os_sandbox() {
+        return;
+    }
+    if !is_root() {
+        // Hiding strace takes a mount namespace; unprivileged, that means a user namespace in
+        // which bwrap is owned by nobody, so paddock (rightly) refuses it as untrusted.
+        eprintln!("SKIPPED (unprivileged): hiding strace needs root; the root run covers this");
+        return;
+    }
+    let s = Scratch::new("pol12d");
+    let report = s.root.join("report.json");
+    let key = s.home.join(".ssh/id_canary");
+    let run = |extra: &[&str]| {
+        std::process::Command::new(host_bwrap())
+            .args(["--dev-bind", "/", "/", "--ro-bind", "/dev/null", "/usr/bin/strace", "--"])
+            .arg(paddock_bin())
+            .arg("run")
+            .args(extra)
+            .arg("--report")
+            .arg(&report)
+            .arg("--")
+            .arg(probe_bin())
+            .arg(format!("file:{}", key.display()))
+            .arg("write:/etc/paddock-pwn")
+            .current_dir(&s.project)
+            .env("HOME", &s.home)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = run(&[]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let o: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_denied(&o, "file", key.to_str().unwrap(), &[ENOENT, EACCES]);
+    assert_denied(&o, "write", "/etc/paddock-pwn", &[EROFS, EACCES]);
+    let r: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert_eq!(r["itemized"], false, "the report claims itemized denials without strace: {r}");
+    // Asking for itemized denials says out loud that they are not.
+    let out = run(&["--itemize", "strace"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("strace was not found") && err.contains("not itemized"), "{err}");
+    assert!(!Path::new("/etc/paddock-pwn").exists());
+}

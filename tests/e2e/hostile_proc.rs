@@ -309,10 +309,10 @@ fn new_and_unknown_syscalls_are_refused_sec06() {
     }
 }
 
-/// A classic BPF program for `bwrap --seccomp`: on x86_64, `seccomp(2)` and
-/// `prctl(PR_SET_SECCOMP, ...)` fail with EPERM; everything else is allowed.
+/// A classic BPF program: on x86_64, `seccomp(2)` and `prctl(PR_SET_SECCOMP, ...)` fail with
+/// EPERM; everything else is allowed.
 #[cfg(target_arch = "x86_64")]
-fn no_seccomp_filter() -> Vec<u8> {
+fn no_seccomp_filter() -> Vec<libc::sock_filter> {
     const LD_ABS: u16 = 0x20;
     const JEQ: u16 = 0x15;
     const RET: u16 = 0x06;
@@ -330,14 +330,7 @@ fn no_seccomp_filter() -> Vec<u8> {
         (RET, 0, 0, ALLOW),       // 8
         (RET, 0, 0, EPERM_RET),   // 9
     ];
-    let mut out = Vec::new();
-    for (code, jt, jf, k) in prog {
-        out.extend_from_slice(&code.to_ne_bytes());
-        out.push(jt);
-        out.push(jf);
-        out.extend_from_slice(&k.to_ne_bytes());
-    }
-    out
+    prog.iter().map(|&(code, jt, jf, k)| libc::sock_filter { code, jt, jf, k }).collect()
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -346,30 +339,34 @@ fn a_filter_that_cannot_load_fails_closed_sec08() {
     if !require_os_sandbox() {
         return;
     }
-    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
     let s = Scratch::new("sec08");
-    let bpf = s.root.join("no-seccomp.bpf");
-    std::fs::write(&bpf, no_seccomp_filter()).unwrap();
-    let f = std::fs::File::open(&bpf).unwrap();
-    let fd = f.as_raw_fd();
-    // SAFETY: clearing FD_CLOEXEC on a file we own so that the outer bwrap can read it.
-    unsafe { libc::fcntl(fd, libc::F_SETFD, 0) };
     let marker = s.project.join("RAN");
-    let bwrap = ["/usr/bin/bwrap", "/usr/local/bin/bwrap"]
-        .into_iter()
-        .find(|p| std::path::Path::new(p).exists())
-        .unwrap();
-    let out = Command::new(bwrap)
-        .args(["--dev-bind", "/", "/", "--seccomp", &fd.to_string(), "--"])
-        .arg(paddock_bin())
-        .args(["run", "--", "touch"])
-        .arg(&marker)
-        .current_dir(&s.project)
-        .env("HOME", &s.home)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    drop(f);
+    // paddock starts under a parent filter that refuses to stack another one, as in a
+    // container whose seccomp profile blocks seccomp(2).
+    let mut filter = no_seccomp_filter();
+    let prog = libc::sock_fprog { len: filter.len() as u16, filter: filter.as_mut_ptr() };
+    let prog_addr = &prog as *const libc::sock_fprog as usize;
+    let mut cmd = s.paddock();
+    cmd.args(["run", "--", "touch"]).arg(&marker);
+    // SAFETY: between fork and exec the child only calls prctl, which is async-signal-safe;
+    // `prog` and `filter` outlive the spawn, which copies the child's memory.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                || libc::prctl(
+                    libc::PR_SET_SECCOMP,
+                    libc::SECCOMP_MODE_FILTER,
+                    prog_addr as *const libc::sock_fprog,
+                ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    drop(filter);
     assert_eq!(out.status.code(), Some(125), "{out:?}");
     assert!(!marker.exists(), "the task ran without its filter: {out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
