@@ -291,3 +291,20 @@ fn killing_the_tracer_takes_the_sandbox_and_never_opens_the_wall() {
     assert_ne!(out.status.code(), Some(0));
     assert!(!String::from_utf8_lossy(&out.stdout).contains(CANARY));
 }
+
+#[test]
+fn a_hidden_file_is_reported() {
+    if !require_strace() {
+        return;
+    }
+    let s = Scratch::new("v-netrc");
+    std::fs::write(s.home.join(".netrc"), CANARY).unwrap();
+    config(&s, "[report]\nwithin = [\"~\"]\n");
+    let (report, out) = run(&s, &[], "cat ~/.netrc; ls ~/.ssh 2>/dev/null; true");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(CANARY));
+    let netrc = s.home.join(".netrc");
+    let v = find(&report, "read", netrc.to_str().unwrap());
+    assert_eq!(v["syscall"], "openat");
+    // Refused (EACCES), or read as empty if the backend shows it so (no errno then).
+    assert!(v.get("errno").is_none() || v["errno"] == "EACCES", "{v}");
+}

@@ -1,8 +1,9 @@
 //! From strace events to [`Violation`]s: which failed calls were the sandbox saying no.
 //!
 //! - A **read denial** is `ENOENT`/`EACCES` on a path under a read-deny anchor that the
-//!   policy does not make visible again (`anchor_hiding`). A task's own missing files
-//!   elsewhere are not violations.
+//!   policy does not make visible again (`anchor_hiding`), or a successful open of a hidden
+//!   file (the sandbox shows it empty; the violation has no errno). A task's own missing
+//!   files elsewhere are not violations.
 //! - A **write denial** is `EROFS`/`EACCES`/`EPERM` on a write-intent call (an open for
 //!   writing, creating or truncating, `mkdir`, `unlink`, `rename`, `link`, `symlink`,
 //!   `truncate`, the `chmod`/`chown` family, `mknod`) on a path the policy does not make
@@ -52,6 +53,9 @@ pub struct Classifier<H: Host> {
     /// With a gate: the `execve` argument text that marks the sandbox's setup as done, and
     /// the pids seen before it (bwrap's and the supervisor's own calls are not the task's).
     gate: Option<Gate>,
+    /// Hidden files (file deny anchors): the sandbox shows each as an empty file, so an
+    /// open of one succeeds. Each with a finder for its name, to skip other lines cheaply.
+    file_anchors: Vec<(memchr::memmem::Finder<'static>, PathBuf)>,
 }
 
 #[derive(Debug)]
@@ -73,7 +77,21 @@ impl<H: Host> Classifier<H> {
             tracker: DenialTracker::new(),
             canon_dirs: HashMap::new(),
             gate: None,
+            file_anchors: Vec::new(),
         }
+        .with_file_anchors()
+    }
+
+    fn with_file_anchors(mut self) -> Classifier<H> {
+        for a in &self.policy.read_deny {
+            if a.kind == Some(FileKind::File)
+                && let Some(name) = a.path.file_name()
+            {
+                let finder = memchr::memmem::Finder::new(name.as_bytes()).into_owned();
+                self.file_anchors.push((finder, a.path.as_path().to_path_buf()));
+            }
+        }
+        self
     }
 
     /// Ignores every process seen until one successfully executes `program` (the sandbox's
@@ -124,9 +142,39 @@ impl<H: Host> Classifier<H> {
         if let (Some(pid), Some(call)) = (event.pid, event.syscall()) {
             self.track_cwd(pid, call);
         }
-        let denial = self.tracker.observe(event)?;
+        let denial = self.tracker.observe(event);
         let call = event.syscall()?;
-        self.classify(&denial, call)
+        match denial {
+            Some(d) => self.classify(&d, call),
+            None => self.hidden_file_opened(event, call),
+        }
+    }
+
+    /// A successful read of a hidden file (it reads as empty in the sandbox).
+    fn hidden_file_opened(&mut self, event: &Event<'_>, call: &Syscall<'_>) -> Option<Found> {
+        if self.file_anchors.is_empty()
+            || !matches!(&*call.name, "open" | "openat" | "openat2" | "execve")
+            || !matches!(call.ret, paddock_strace_parse::Return::Value(_))
+            || !self.file_anchors.iter().any(|(f, _)| f.find(&call.args).is_some())
+        {
+            return None;
+        }
+        let d = Denial::from_call(event, call, "", "");
+        if is_write_intent(&d.syscall, d.flags.as_deref()) {
+            return None;
+        }
+        let (canon, spelled) = self.resolve(d.pid, d.paths.first()?)?;
+        self.file_anchors.iter().any(|(_, a)| *a == canon).then(|| Found {
+            violation: Violation {
+                kind: ViolationKind::Read,
+                path: Some(canon),
+                target: None,
+                syscall: Some(d.syscall.to_string()),
+                errno: None,
+                count: 1,
+            },
+            spelled: Some(spelled),
+        })
     }
 
     /// The working directory of `pid` as the trace last showed it.

@@ -184,3 +184,33 @@ fn the_sandbox_setup_is_not_the_task() {
         .collect();
     assert_eq!(found, vec![PathBuf::from("/etc/task")]);
 }
+
+#[test]
+fn opening_a_hidden_file_that_reads_empty_is_a_violation() {
+    let host = || host().file("/home/u/.netrc", "machine x password y");
+    let ctx = Context::new("/home/u/proj", "/home/u").with_env(vec![]);
+    let policy = load_str("", "paddock.toml".as_ref(), Format::Toml).unwrap();
+    let (resolved, _) = resolve(&policy, &ctx, &host()).unwrap();
+    let mut c = Classifier::new(resolved, host(), Path::new("/home/u/proj"));
+    let log = r#"10 openat(AT_FDCWD</home/u/proj>, "/home/u/.netrc", O_RDONLY) = 3</home/u/.netrc>
+10 openat(AT_FDCWD</home/u/proj>, "../.netrc", O_RDONLY|O_CLOEXEC) = 3</home/u/.netrc>
+10 openat(AT_FDCWD</home/u/proj>, "src/.netrc", O_RDONLY) = 3</home/u/proj/src/.netrc>
+10 openat(AT_FDCWD</home/u/proj>, "/home/u/.netrc", O_WRONLY|O_TRUNC) = -1 EROFS (Read-only file system)
+"#;
+    let found: Vec<_> = parse_slice(log.as_bytes())
+        .filter_map(|r| match r {
+            Record::Event(e) => c.observe(&e),
+            _ => None,
+        })
+        .map(|f| (f.violation.kind, f.violation.path.unwrap(), f.violation.errno))
+        .collect();
+    let netrc = PathBuf::from("/home/u/.netrc");
+    assert_eq!(
+        found,
+        vec![
+            (ViolationKind::Read, netrc.clone(), None),
+            (ViolationKind::Read, netrc.clone(), None),
+            (ViolationKind::Write, netrc, Some("EROFS".to_owned())),
+        ]
+    );
+}
