@@ -13,7 +13,7 @@
 //! - A **network denial** is a `connect` to an internet address that failed because the
 //!   network is not granted (`ENETUNREACH`, `EHOSTUNREACH`, `EACCES`, `EPERM`).
 //!
-//! Relative paths resolve against the dirfd's `-yy` decoration (`AT_FDCWD</dir>` included),
+//! Relative paths resolve against the dirfd's `-y` decoration (`AT_FDCWD</dir>` included),
 //! else the calling process's working directory as the trace shows it: `chdir`/`fchdir`
 //! move it, `clone`/`fork`/`vfork` hand it to the child. Paths are then canonicalized the
 //! way the policy is (through a [`Host`], with a per-directory cache) before the policy is

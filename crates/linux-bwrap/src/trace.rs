@@ -10,7 +10,8 @@
 //!
 //! The traced calls are the ones that reveal a denial ([`TRACED_SYSCALLS`]) plus the ones a
 //! classifier needs to follow working directories (`chdir`, `fchdir`, the `clone` family).
-//! `-yy` decorates descriptors (and `AT_FDCWD`) with the paths they stand for.
+//! `-y` decorates descriptors (and `AT_FDCWD`) with the paths they stand for (not `-yy`:
+//! its socket details cost a netlink query per socket and serve no classification).
 
 use std::ffi::OsString;
 
@@ -56,7 +57,7 @@ pub fn wrap(mut plan: SpawnPlan, opts: &TraceOptions) -> Traced {
     argv.extend(
         [
             "-qq",
-            "-yy",
+            "-y",
             "-e",
             "signal=none",
             "-e",

@@ -66,7 +66,7 @@ pub fn trace(root: &Path) -> Result<()> {
             "-f".into(),
             "--seccomp-bpf".into(),
             "-qq".into(),
-            "-yy".into(),
+            "-y".into(),
             "-e".into(),
             "signal=none".into(),
             "-e".into(),
