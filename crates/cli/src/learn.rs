@@ -66,8 +66,7 @@ impl Observer for Learner {
                 let unix = args.next().is_some_and(|a| matches!(a.raw(), b"AF_UNIX" | b"AF_LOCAL"));
                 let kind = args.next().map_or(&b""[..], |a| a.raw());
                 // The filter refuses any `socket(AF_UNIX)`, and datagram socket pairs.
-                let refused_kind = call.name == "socket"
-                    || memchr_any(kind, &[&b"SOCK_DGRAM"[..], &b"SOCK_SEQPACKET"[..]]);
+                let refused_kind = call.name == "socket" || memchr_any(kind, &[&b"SOCK_DGRAM"[..]]);
                 if unix && refused_kind {
                     self.seen.unix_sockets += 1;
                 }

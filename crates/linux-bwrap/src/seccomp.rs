@@ -11,10 +11,13 @@
 //! - `socket`: only `AF_INET`, `AF_INET6`, `AF_NETLINK` with `NETLINK_ROUTE` (getaddrinfo and
 //!   `ip` need it), and `AF_UNIX` when unix sockets are granted (UNX-01, NET-16: no VSOCK,
 //!   ALG, PACKET, ...).
-//! - `socketpair(AF_UNIX, SOCK_DGRAM | SOCK_SEQPACKET)` is refused when unix sockets are not
-//!   granted: a datagram pair can `sendto` any pathname socket (UNX-02). A stream pair cannot
-//!   (connect on a connected socket is EISCONN), and pipelines need it. When unix sockets are
-//!   granted, `socket(AF_UNIX, SOCK_DGRAM)` is allowed anyway, so refusing the pair adds nothing.
+//! - `socketpair(AF_UNIX, SOCK_DGRAM)` is refused when unix sockets are not granted: a
+//!   datagram pair can `sendto` any pathname socket (UNX-02). Stream and seqpacket pairs
+//!   cannot: `connect` on a connected socket is EISCONN, and a seqpacket `sendmsg` ignores the
+//!   address and sends to the peer only. Both are needed by ordinary programs (pipelines, and
+//!   Rust's `std::process::Command`, which passes a pidfd over a seqpacket pair, so `cargo`
+//!   cannot build anything without it). When unix sockets are granted,
+//!   `socket(AF_UNIX, SOCK_DGRAM)` is allowed anyway, so refusing the pair adds nothing.
 //! - `ioctl(TIOCSTI)`, `ioctl(TIOCLINUX)`: the command is compared as 32 bits (`Dword`), so
 //!   `TIOCSTI | 1 << 32` matches too (TTY-01/03/04, SEC-02).
 //! - `io_uring_*`: io_uring performs socket/open/connect without the filtered syscalls (SEC-01).
@@ -47,7 +50,6 @@ const AF_INET6: u64 = 10;
 const AF_NETLINK: u64 = 16;
 const NETLINK_ROUTE: u64 = 0;
 const SOCK_DGRAM: u64 = 2;
-const SOCK_SEQPACKET: u64 = 5;
 const SOCK_TYPE_MASK: u64 = 0xf;
 const TIOCSTI: u64 = 0x5412;
 const TIOCLINUX: u64 = 0x541C;
@@ -143,10 +145,7 @@ pub fn rules(opts: FilterOptions) -> Vec<SyscallRule> {
         out.push(SyscallRule {
             name: "socketpair",
             action: Action::Eperm,
-            when: vec![
-                vec![eq(0, AF_UNIX), kind(SOCK_DGRAM)],
-                vec![eq(0, AF_UNIX), kind(SOCK_SEQPACKET)],
-            ],
+            when: vec![vec![eq(0, AF_UNIX), kind(SOCK_DGRAM)]],
         });
     }
     out.push(SyscallRule {
