@@ -38,15 +38,70 @@ fn host_unix_sockets_are_unreachable_unx01() {
     }
 }
 
+/// A host seqpacket listener at `path` (nonblocking); std has none.
+fn seqpacket_listener(path: &std::path::Path) -> i32 {
+    // SAFETY: socket takes integers.
+    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_NONBLOCK, 0) };
+    assert!(fd >= 0);
+    // SAFETY: an all-zero sockaddr_un is valid; the path is copied in, NUL-terminated.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let bytes = path.as_os_str().as_encoded_bytes();
+    assert!(bytes.len() < addr.sun_path.len(), "socket path too long: {}", path.display());
+    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+    let sa = &addr as *const libc::sockaddr_un as *const libc::sockaddr;
+    // SAFETY: bind and listen on our socket with a valid address.
+    assert_eq!(unsafe { libc::bind(fd, sa, len) }, 0, "{}", std::io::Error::last_os_error());
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::listen(fd, 8) }, 0);
+    fd
+}
+
 #[test]
-fn unix_datagram_and_seqpacket_pairs_are_refused_unx02() {
+fn unix_socketpairs_cannot_reach_host_sockets_unx02() {
     if !require_os_sandbox() {
         return;
     }
     let s = Scratch::new("unx02");
-    let (o, _) = s.probe(&[], &["socketpair-dgram", "socketpair-seqpacket"]);
+    let log = s.root.join("log.sock");
+    let seq = s.root.join("seq.sock");
+    let journal = std::os::unix::net::UnixDatagram::bind(&log).unwrap();
+    journal.set_nonblocking(true).unwrap();
+    let seq_fd = seqpacket_listener(&seq);
+    let (dl, sl, sd) = (
+        format!("dgram={}", log.display()),
+        format!("seqpacket={}", log.display()),
+        format!("seqpacket={}", seq.display()),
+    );
+    let (o, out) = s.probe(
+        &[],
+        &[
+            "socketpair-dgram",
+            &format!("pair-send:{dl}"),
+            &format!("pair-send:{sl}"),
+            &format!("pair-send:{sd}"),
+        ],
+    );
+    // A datagram pair could sendto any pathname socket: refused outright.
     assert_denied(&o, "socketpair-dgram", "", &[EPERM]);
-    assert_denied(&o, "socketpair-seqpacket", "", &[EPERM]);
+    assert_denied(&o, "pair-send", &dl, &[EPERM]);
+    // A seqpacket pair may exist, but cannot be pointed elsewhere.
+    for arg in [&sl, &sd] {
+        let ob = obs(&o, "pair-send", arg);
+        let refused = ob["detail"] == "socketpair" && ob["errno"] == EPERM;
+        let detail = ob["detail"].as_str().unwrap_or("");
+        assert!(refused || detail.contains("connect=-1"), "{arg}: the pair reconnected: {ob}");
+    }
+    let mut buf = [0u8; 64];
+    assert!(journal.recv(&mut buf).is_err(), "a datagram reached the host socket: {out:?}");
+    // SAFETY: accept on our nonblocking listener; a new fd would be closed by the process end.
+    let accepted = unsafe { libc::accept(seq_fd, std::ptr::null_mut(), std::ptr::null_mut()) };
+    // SAFETY: closing our listener.
+    unsafe { libc::close(seq_fd) };
+    assert!(accepted < 0, "a seqpacket pair connected to the host listener: {out:?}");
 }
 
 #[test]

@@ -20,7 +20,9 @@
 //! uts, cgroup), `clone-ns:NS` (a raw clone with that namespace flag), `tiocsti-str:TEXT`
 //! (inject TEXT into stdin's terminal, `\n` for a newline), `tioclinux`, `udp:IP:PORT=TEXT`
 //! (one datagram), `resolve:NAME` (getaddrinfo; detail: the addresses), `fdlinks` (where
-//! each open fd points).
+//! each open fd points), `pair-send:dgram=PATH` / `pair-send:seqpacket=PATH` (a unix
+//! socketpair of that type, then `sendto` PATH and `connect` to PATH: the UNX-02 reconnect;
+//! errno: connect's; detail: each call's result).
 
 use std::io::{Read, Write};
 
@@ -515,6 +517,11 @@ fn hostile(op: &str, rest: &str) -> bool {
                 ),
             }
         }
+        "pair-send" => {
+            let (kind, path) = rest.split_once('=').unwrap_or((rest, ""));
+            let ty = if kind == "seqpacket" { libc::SOCK_SEQPACKET } else { libc::SOCK_DGRAM };
+            pair_send(op, rest, ty, path);
+        }
         "fdlinks" => io_result(
             op,
             "",
@@ -548,4 +555,43 @@ fn connect_abstract(name: &str) -> std::io::Result<String> {
     let mut buf = [0u8; 64];
     let n = s.read(&mut buf).unwrap_or(0);
     Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
+}
+
+/// The UNX-02 attack: a unix socketpair of type `ty` used to reach the pathname socket `path`
+/// with `sendto`, then with `connect` + `send`.
+fn pair_send(op: &str, arg: &str, ty: libc::c_int, path: &str) {
+    let mut fds = [0i32; 2];
+    // SAFETY: `fds` is a valid array of two ints for the kernel to fill.
+    if unsafe { libc::socketpair(libc::AF_UNIX, ty, 0, fds.as_mut_ptr()) } < 0 {
+        emit(op, arg, false, errno(), "socketpair");
+        return;
+    }
+    // SAFETY: an all-zero sockaddr_un is valid; the path is copied in below, NUL-terminated.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (d, s) in addr.sun_path.iter_mut().zip(path.bytes().take(107)) {
+        *d = s as libc::c_char;
+    }
+    let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+    let msg = b"paddock-e2e";
+    let sa = &addr as *const libc::sockaddr_un as *const libc::sockaddr;
+    // SAFETY: sendto with a valid buffer and a valid address of `len` bytes.
+    let sent = unsafe { libc::sendto(fds[0], msg.as_ptr().cast(), msg.len(), 0, sa, len) };
+    let sent_errno = errno();
+    // SAFETY: connect with a valid address of `len` bytes.
+    let connected = unsafe { libc::connect(fds[0], sa, len) };
+    let connect_errno = errno();
+    // SAFETY: send with a valid buffer (fails unless connected).
+    let resent = unsafe { libc::send(fds[0], msg.as_ptr().cast(), msg.len(), 0) };
+    let detail =
+        format!("sendto={sent}/{sent_errno} connect={connected}/{connect_errno} send={resent}");
+    // `ok` means a call returned success; whether anything left the pair is for the
+    // receiving end to say.
+    emit(
+        op,
+        arg,
+        sent >= 0 || connected == 0,
+        if connected == 0 { 0 } else { connect_errno },
+        &detail,
+    );
 }
