@@ -546,3 +546,28 @@ fn no_strace_keeps_the_walls_and_says_so_pol12d() {
     assert!(err.contains("strace was not found") && err.contains("not itemized"), "{err}");
     assert!(!Path::new("/etc/paddock-pwn").exists());
 }
+
+#[test]
+fn a_deny_glob_with_many_matches_hides_them_all_pol06() {
+    // Every masked file shares one empty mode-0000 file: no descriptor per match.
+    if !require_os_sandbox() {
+        return;
+    }
+    let s = Scratch::new("pol06many");
+    for i in 0..300 {
+        std::fs::write(s.project.join(format!("k{i}.pem")), CANARY).unwrap();
+    }
+    let marker = s.project.join("RAN");
+    let out = s
+        .paddock()
+        .args(["run", "--deny-read", "**/*.pem", "--", "sh", "-c"])
+        .arg(format!("cat k0.pem k299.pem; touch {}", marker.display()))
+        .output()
+        .unwrap();
+    assert!(marker.exists(), "the task must run: {out:?}");
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains(CANARY),
+        "a hidden file was read: {out:?}"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Permission denied"), "{out:?}");
+}

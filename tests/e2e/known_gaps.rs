@@ -21,11 +21,6 @@ pub const GAPS: &[(&str, &str)] = &[
          there (no host device is reached, nothing reaches the host)",
     ),
     (
-        "POL-06",
-        "a deny glob matching more than ~60 files fails every run with `Too many open files` \
-         (exit 125): each masked file takes its own descriptor and the spawn moves at most 64",
-    ),
-    (
         "SYM-03",
         "bwrap 0.8 has no --bind-fd: grants are bound by path after realpath, so a concurrent \
          host-side swap of a granted dir for a symlink races the mount",
@@ -43,10 +38,12 @@ pub const GAPS: &[(&str, &str)] = &[
     ),
 ];
 
-/// Prints the row of `id` and returns it.
+/// Prints the row of `id` and returns it. Written to the stderr handle directly, not with
+/// `eprintln!`, so that the test harness does not capture it: a gap shows on every run.
 fn gap(id: &str) -> &'static str {
+    use std::io::Write;
     let (_, reason) = GAPS.iter().find(|(g, _)| *g == id).unwrap();
-    eprintln!("KNOWN GAP {id}: {reason}");
+    let _ = writeln!(std::io::stderr(), "KNOWN GAP {id}: {reason}");
     reason
 }
 
@@ -55,7 +52,7 @@ fn fsr08_deny_glob_misses_files_created_later() {
     if !require_os_sandbox() {
         return;
     }
-    eprintln!("KNOWN GAP {}: {}", GAPS[0].0, GAPS[0].1);
+    gap("FSR-08");
     let s = Scratch::new("fsr08");
     std::fs::write(s.project.join("early.pem"), "early").unwrap();
     let late = s.project.join("late.pem");
@@ -188,28 +185,4 @@ fn unx03c_network_on_reaches_host_abstract_sockets() {
         s.probe(&["--network", "on", "--allow-unix-sockets"], &[&format!("abstract:{name}")]);
     // Today: reachable (the gap); a fix refuses this combination or filters abstract connects.
     assert_eq!(assert_allowed(&o, "abstract", &name), CANARY, "gap closed? update the table");
-}
-
-#[test]
-fn pol06_a_deny_glob_with_many_matches_cannot_run() {
-    if !require_os_sandbox() {
-        return;
-    }
-    gap("POL-06");
-    let s = Scratch::new("pol06gap");
-    for i in 0..70 {
-        std::fs::write(s.project.join(format!("k{i}.pem")), CANARY).unwrap();
-    }
-    let marker = s.project.join("RAN");
-    let out = s
-        .paddock()
-        .args(["run", "--deny-read", "**/*.pem", "--", "touch"])
-        .arg(&marker)
-        .output()
-        .unwrap();
-    // Today: refused with a misleading error (the gap); the fix runs with the files hidden.
-    assert_eq!(out.status.code(), Some(125), "gap closed? update the table: {out:?}");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("Too many open files"), "{out:?}");
-    // What must hold meanwhile: it fails closed.
-    assert!(!marker.exists());
 }

@@ -214,7 +214,9 @@ impl Placeholders {
                     .write(true)
                     .create_new(true)
                     .custom_flags(libc::O_NOFOLLOW)
-                    .mode(0o444)
+                    // Unreadable as well as unwritable: the task runs without capabilities,
+                    // so a placeholder (or the masked file over a hidden one) reads as EACCES.
+                    .mode(0o000)
                     .open(path)
                     .map(drop)
             };

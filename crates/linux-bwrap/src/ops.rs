@@ -8,7 +8,8 @@
 //! 1. `--ro-bind / /`: the whole host, read-only.
 //! 2. The path mounts, sorted so that an ancestor's mount always comes before a descendant's
 //!    (by path components; at one path: replacement, then read-only, then writable, then pin):
-//!    - a tmpfs over each read-deny directory anchor (an empty unreadable file over a file
+//!    - a tmpfs over each read-deny directory anchor (the one empty, mode-0000 file of the
+//!      task's runtime dir over a file
 //!      anchor), with each allowed exception bound back under it;
 //!    - each write grant `--bind` onto itself;
 //!    - each pinned directory `--bind` onto itself, so that it is a mount point and renaming
@@ -82,14 +83,6 @@ pub enum BwrapOp {
         /// Sandbox path.
         dest: AbsPathBuf,
     },
-    /// `--perms 0000 --ro-bind-data FD DEST`: an empty, unreadable, read-only file over a
-    /// file deny anchor (FD holds no bytes).
-    EmptyFile {
-        /// The payload descriptor bwrap reads the (empty) contents from.
-        fd: i32,
-        /// Sandbox path.
-        dest: AbsPathBuf,
-    },
     /// `--remount-ro DEST` (not recursive).
     RemountRo {
         /// Sandbox path.
@@ -120,13 +113,6 @@ impl BwrapOp {
             BwrapOp::Tmpfs { dest } => out.extend([s("--tmpfs"), p(dest)]),
             BwrapOp::Dev { dest } => out.extend([s("--dev"), p(dest)]),
             BwrapOp::Proc { dest } => out.extend([s("--proc"), p(dest)]),
-            BwrapOp::EmptyFile { fd, dest } => out.extend([
-                s("--perms"),
-                s("0000"),
-                s("--ro-bind-data"),
-                s(&fd.to_string()),
-                p(dest),
-            ]),
             BwrapOp::RemountRo { dest } => out.extend([s("--remount-ro"), p(dest)]),
         }
     }
@@ -139,7 +125,6 @@ impl BwrapOp {
             | BwrapOp::Tmpfs { dest }
             | BwrapOp::Dev { dest }
             | BwrapOp::Proc { dest }
-            | BwrapOp::EmptyFile { dest, .. }
             | BwrapOp::RemountRo { dest } => Some(dest),
             _ => None,
         }
@@ -176,17 +161,18 @@ pub struct MountInputs {
     pub supervisor_src: AbsPathBuf,
     /// The sandbox path of the supervisor binary.
     pub supervisor_dest: AbsPathBuf,
-    /// The first payload descriptor free for empty-file data (one per file anchor).
-    pub first_empty_fd: i32,
+    /// The empty, mode-0000 file (in the task's runtime dir) bound over every file anchor.
+    /// One file for all of them: a descriptor each would run out of descriptors in a
+    /// project with many matches of a deny glob (POL-06).
+    pub masked_file: AbsPathBuf,
 }
 
-/// The mount ops of a policy and the number of empty-file descriptors they use, in the
-/// documented order (see the module doc).
-pub fn mount_ops(policy: &ResolvedPolicy, inputs: &MountInputs) -> (Vec<BwrapOp>, Vec<i32>) {
+/// The mount ops of a policy in the documented order (see the module doc), and whether they
+/// use [`MountInputs::masked_file`] (which the runner must then create).
+pub fn mount_ops(policy: &ResolvedPolicy, inputs: &MountInputs) -> (Vec<BwrapOp>, bool) {
     // Rank at one path: replacement (tmpfs, dev, proc) < read-only bind < writable bind < pin.
     let mut path_ops: Vec<(AbsPathBuf, u8, BwrapOp)> = Vec::new();
-    let mut empty_fds = Vec::new();
-    let mut next_fd = inputs.first_empty_fd;
+    let mut uses_masked = false;
     let mut remount = Vec::new();
 
     for anchor in &policy.read_deny {
@@ -201,9 +187,9 @@ pub fn mount_ops(policy: &ResolvedPolicy, inputs: &MountInputs) -> (Vec<BwrapOp>
                 remount.push(anchor.path.clone());
             }
             Some(FileKind::File | FileKind::Other | FileKind::Symlink) => {
-                let op = BwrapOp::EmptyFile { fd: next_fd, dest: anchor.path.clone() };
-                empty_fds.push(next_fd);
-                next_fd += 1;
+                let op =
+                    BwrapOp::RoBind { src: inputs.masked_file.clone(), dest: anchor.path.clone() };
+                uses_masked = true;
                 path_ops.push((anchor.path.clone(), 0, op));
             }
         }
@@ -301,7 +287,7 @@ pub fn mount_ops(policy: &ResolvedPolicy, inputs: &MountInputs) -> (Vec<BwrapOp>
         }
         ops.push(BwrapOp::RemountRo { dest: path });
     }
-    (ops, empty_fds)
+    (ops, uses_masked)
 }
 
 /// An absolute path from a literal known to be absolute.

@@ -19,8 +19,8 @@
 use std::ffi::OsString;
 
 use paddock_policy::{
-    AbsPathBuf, Backend, Error, HostFacts, NetworkPolicy, Payload, ResolvedPolicy, SpawnPlan, Task,
-    UnixSockets,
+    AbsPathBuf, Backend, Error, HostFacts, NetworkPolicy, Payload, Placeholder, ResolvedPolicy,
+    SpawnPlan, Task, UnixSockets,
 };
 
 use crate::ops::{self, BwrapOp, MountInputs, ProcMode};
@@ -37,8 +37,8 @@ pub const SUPERVISOR_FD: i32 = 4;
 pub const SECCOMP_FD: i32 = 5;
 /// The supervisor reads polite signals from this descriptor.
 pub const SIGNAL_FD: i32 = 6;
-/// The first descriptor of the empty payloads behind file deny anchors.
-pub const EMPTY_FILE_FD_BASE: i32 = 7;
+/// The name, in the task's runtime dir, of the empty mode-0000 file bound over file anchors.
+pub const MASKED_FILE: &str = "masked";
 /// Where the supervisor binary is bound inside the sandbox.
 pub const SUPERVISOR_PATH: &str = "/dev/.paddock-supervisor";
 /// The hidden subcommand that runs the supervisor.
@@ -122,9 +122,9 @@ impl Backend for LinuxBwrap {
             proc_mode,
             supervisor_src: self_exe,
             supervisor_dest: ops::abs(SUPERVISOR_PATH),
-            first_empty_fd: EMPTY_FILE_FD_BASE,
+            masked_file: task.runtime_dir.join(MASKED_FILE),
         };
-        let (mounts, empty_fds) = ops::mount_ops(policy, &inputs);
+        let (mounts, uses_masked) = ops::mount_ops(policy, &inputs);
         let net = crate::bridges::plan(policy, &task.runtime_dir)?;
         diagnostics.extend(net.diagnostics);
 
@@ -180,16 +180,11 @@ impl Backend for LinuxBwrap {
             relays: net.relays,
         };
 
-        let mut payloads = vec![
+        let payloads = vec![
             Payload { name: "bwrap-args".to_owned(), fd: ARGS_FD, bytes: args_bytes },
             Payload { name: "supervisor".to_owned(), fd: SUPERVISOR_FD, bytes: payload.to_bytes() },
             Payload { name: "seccomp-bpf".to_owned(), fd: SECCOMP_FD, bytes: bpf },
         ];
-        payloads.extend(empty_fds.into_iter().map(|fd| Payload {
-            name: "empty-file".to_owned(),
-            fd,
-            bytes: Vec::new(),
-        }));
 
         let argv: Vec<OsString> = vec![
             "bwrap".into(),
@@ -211,7 +206,15 @@ impl Backend for LinuxBwrap {
             payloads,
             signal_fd: Some(SIGNAL_FD),
             bridges: net.bridges,
-            placeholders: ops::placeholders(policy),
+            placeholders: {
+                let mut p = ops::placeholders(policy);
+                if uses_masked {
+                    // Created empty with mode 0000 by the runner (every file placeholder is),
+                    // so a task without capabilities gets EACCES reading a hidden file.
+                    p.push(Placeholder { path: inputs.masked_file.clone(), dir: false });
+                }
+                p
+            },
             diagnostics,
         })
     }

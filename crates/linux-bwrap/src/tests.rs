@@ -247,8 +247,7 @@ fn nesting_anchor_in_grant_project_in_tmp_and_file_anchor() {
             --cap-drop ALL
             --ro-bind / /
             --dev /dev
-            --perms 0000
-            --ro-bind-data 7 /home/u/.git-credentials
+            --ro-bind /run/user/1000/paddock/t1/masked /home/u/.git-credentials
             --proc /proc
             --tmpfs /tmp
             --bind /tmp/proj /tmp/proj
