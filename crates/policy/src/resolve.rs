@@ -378,6 +378,14 @@ impl<'a> Resolver<'a> {
                 ),
             });
         }
+        if spelling == Spelling::Home && !lexical.starts_with(&self.home) {
+            return Err(Error::Invalid {
+                origin: entry.origin.clone(),
+                value: format!("{:?}", DisplayBytes(raw).to_string()),
+                message: format!("a `~` entry may not leave the home directory {}", self.home),
+                fix: format!("write the absolute path ({lexical}) if you mean a place outside it"),
+            });
+        }
         let shown = DisplayBytes(raw).to_string();
         if !glob::is_glob(text.as_encoded_bytes()) {
             let (path, kind) = canonicalize(self.host, &anchored)?;
