@@ -295,5 +295,8 @@ fn test_macos() -> Result<()> {
             "test-macos runs the end-to-end suite against /usr/bin/sandbox-exec and needs macOS; run it on a macOS CI runner"
         );
     }
-    run(cargo().args(["test", "-p", "paddock-macos-seatbelt", "-p", "paddock-tests"]))
+    // The seatbelt backend's own suites: golden profiles and properties, then real plans
+    // through /usr/bin/sandbox-exec (the Linux e2e suite drives bubblewrap and is not run).
+    run(cargo().args(["test", "-p", "paddock-macos-seatbelt", "--lib"]))?;
+    run(cargo().args(["test", "-p", "paddock-macos-seatbelt", "--test", "tests"]).env("CI", "true"))
 }
