@@ -129,24 +129,43 @@ fn spawn(root: &Path) -> Result<()> {
         c
     })?;
     // The baseline needs the same mount points to exist; they are made once for it.
-    let mut made = Vec::new();
-    for p in json["plan"]["placeholders"].as_array().into_iter().flatten() {
-        let Some(path) = p["path"].as_str() else { continue };
-        let path = std::path::PathBuf::from(path);
-        if path.exists() {
-            continue;
+    // Everything made here is removed again, also when making the next one fails; parents
+    // are made too (the masked file lives in the plan's runtime dir, which no run created).
+    let mut made: Vec<std::path::PathBuf> = Vec::new();
+    let mut make = || -> Result<()> {
+        for p in json["plan"]["placeholders"].as_array().into_iter().flatten() {
+            let Some(path) = p["path"].as_str() else { continue };
+            let path = std::path::PathBuf::from(path);
+            let mut missing: Vec<std::path::PathBuf> = path
+                .ancestors()
+                .skip(1)
+                .take_while(|a| !a.exists())
+                .map(Path::to_path_buf)
+                .collect();
+            missing.reverse();
+            for dir in missing {
+                std::fs::create_dir(&dir)?;
+                made.push(dir);
+            }
+            if path.exists() {
+                continue;
+            }
+            if p["dir"].as_bool() == Some(true) {
+                std::fs::create_dir(&path)?;
+            } else {
+                std::fs::write(&path, b"")?;
+            }
+            made.push(path);
         }
-        if p["dir"].as_bool() == Some(true) {
-            std::fs::create_dir(&path)?;
-        } else {
-            std::fs::write(&path, b"")?;
-        }
-        made.push(path);
-    }
-    let bare_bwrap = median(&mut || {
-        let mut c = Command::new(&bwrap);
-        c.args(&bwrap_args).current_dir(&project);
-        c
+        Ok(())
+    };
+    let made_ok = make();
+    let bare_bwrap = made_ok.and_then(|()| {
+        median(&mut || {
+            let mut c = Command::new(&bwrap);
+            c.args(&bwrap_args).current_dir(&project);
+            c
+        })
     });
     for path in made.iter().rev() {
         let _ = std::fs::remove_dir(path).or_else(|_| std::fs::remove_file(path));
