@@ -188,7 +188,7 @@ pub fn run(args: &RunArgs) -> Result<u8> {
     let (outcome, itemized_by) = (ran.outcome, ran.itemized_by.or(proxied.then_some("proxy")));
     let mut reported = ran.violations;
     reported.extend(refused);
-    for line in summarize(&reported, &loaded.resolved.project_dir) {
+    for line in summarize(&reported, &loaded.resolved) {
         eprintln!("paddock: {line}");
     }
     if let Some(hint) = cwd_hint(&loaded.resolved, &loaded.cwd, outcome.exit_code, reported.len()) {

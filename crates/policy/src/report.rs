@@ -116,10 +116,24 @@ pub fn cwd_hint(
 
 /// A short, grouped summary for people: "denied 3 reads under src/secrets, 1 write to
 /// /etc/hosts, 1 connection to example.com:443", each group with the key that would allow
-/// it. Control characters in paths are escaped.
-pub fn summarize(violations: &[Violation], project: &AbsPathBuf) -> Vec<String> {
-    let mut groups: BTreeMap<(ViolationKind, String), u64> = BTreeMap::new();
+/// it (`protected.writable` for a protected name, `deny.write` for the user's own). Control
+/// characters in paths are escaped.
+pub fn summarize(violations: &[Violation], policy: &ResolvedPolicy) -> Vec<String> {
+    let project = &policy.project_dir;
+    let mut groups: BTreeMap<(ViolationKind, String, &'static str), u64> = BTreeMap::new();
     for v in violations {
+        let key = match (&v.path, v.kind) {
+            (Some(p), ViolationKind::Write) => AbsPathBuf::new_lexical(p)
+                .and_then(|p| policy.protected.iter().find(|pr| p.starts_with(&pr.path)))
+                .map_or(v.kind.allow_key(), |pr| {
+                    if pr.rule.starts_with("deny.write") {
+                        "deny.write"
+                    } else {
+                        "protected.writable"
+                    }
+                }),
+            _ => v.kind.allow_key(),
+        };
         let what = match (&v.path, &v.target) {
             (Some(p), _) => {
                 let shown = match p.strip_prefix(project.as_path()) {
@@ -131,11 +145,11 @@ pub fn summarize(violations: &[Violation], project: &AbsPathBuf) -> Vec<String> 
             (None, Some(t)) => DisplayBytes(t.as_ref()).to_string(),
             (None, None) => String::from("(unknown)"),
         };
-        *groups.entry((v.kind, what)).or_insert(0) += v.count;
+        *groups.entry((v.kind, what, key)).or_insert(0) += v.count;
     }
     groups
         .into_iter()
-        .map(|((kind, what), n)| {
+        .map(|((kind, what, key), n)| {
             let noun = match kind {
                 ViolationKind::Read => "read",
                 ViolationKind::Write => "write",
@@ -149,7 +163,7 @@ pub fn summarize(violations: &[Violation], project: &AbsPathBuf) -> Vec<String> 
                 ViolationKind::Network | ViolationKind::Write => "to",
                 _ => "of",
             };
-            format!("denied {n} {noun}{plural} {prep} {what} (allow with {})", kind.allow_key())
+            format!("denied {n} {noun}{plural} {prep} {what} (allow with {key})")
         })
         .collect()
 }

@@ -318,8 +318,10 @@ fn report_filter_scopes_and_ignores() {
     assert!(f.keep(&v(ViolationKind::Read, "/home/u/proj/secret.pem"), None));
     assert!(!f.keep(&v(ViolationKind::Read, "/home/u/proj/src/gen/x"), None));
     assert!(!f.keep(&v(ViolationKind::Read, "/etc/shadow"), None));
-    let summary = summarize(&[v(ViolationKind::Write, "/home/u/proj/a\n\u{1b}b")], &r.project_dir);
+    let summary = summarize(&[v(ViolationKind::Write, "/home/u/proj/a\n\u{1b}b")], &r);
     assert_eq!(summary, ["denied 1 write to a\\n\\u{1b}b (allow with allow.write)"]);
+    let hooks = summarize(&[v(ViolationKind::Write, "/home/u/proj/.git/hooks/pre-commit")], &r);
+    assert_eq!(hooks, ["denied 1 write to .git/hooks/pre-commit (allow with protected.writable)"]);
     assert!(cwd_hint(&r, &abs("/home/u/.ssh"), 1, 0).is_some());
     assert!(cwd_hint(&r, &abs("/home/u/proj"), 1, 0).is_none());
 }
