@@ -25,6 +25,17 @@ fn main() -> ExitCode {
     };
     match paddock::commands::dispatch(&cli) {
         Ok(code) => ExitCode::from(code),
+        // A reader that stopped reading (`paddock plan | head`) is not an error.
+        Err(e)
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+                    || c.downcast_ref::<serde_json::Error>()
+                        .is_some_and(|j| j.io_error_kind() == Some(std::io::ErrorKind::BrokenPipe))
+            }) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("paddock: {e:#}");
             ExitCode::from(paddock::commands::EXIT_PADDOCK_ERROR)
