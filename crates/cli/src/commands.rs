@@ -7,7 +7,7 @@ use anyhow::{Context, Result, bail};
 use paddock_policy::{AbsPathBuf, Backend, HostFacts, SpawnPlan, Task, cwd_hint, summarize};
 use serde::Serialize;
 
-use crate::args::{BackendArg, CheckArgs, PlanArgs, PolicyArgs, RunArgs};
+use crate::args::{BackendArg, CheckArgs, PlanArgs, RunArgs};
 use crate::load::{Loaded, load};
 use crate::report::RunReport;
 
@@ -234,7 +234,3 @@ pub fn dispatch(cli: &crate::args::Cli) -> Result<u8> {
         crate::args::Command::Learn(_) => bail!("`paddock learn` needs strace and runs on Linux"),
     }
 }
-
-/// Unused-field guard: `PolicyArgs` is shared by `run` and `plan`.
-#[allow(dead_code)]
-fn _uses(_: &PolicyArgs) {}
