@@ -274,9 +274,28 @@ fn local_port_grant_reaches_a_server_the_task_starts() {
     if !require_os_sandbox() {
         return;
     }
-    let s = Scratch::new("net-local");
+    local_port_case("net-local", false);
+}
+
+#[test]
+fn local_port_flag_grants_like_the_config_key() {
+    if !require_os_sandbox() {
+        return;
+    }
+    local_port_case("net-local-flag", true);
+}
+
+/// A task serving a granted and an ungranted port; the grant by config key or by flag.
+fn local_port_case(name: &str, via_flag: bool) {
+    let s = Scratch::new(name);
     let (granted, other) = (free_port(), free_port());
-    config(&s, &format!("[allow]\nlocal-ports = [{granted}]\n"));
+    let granted_text = granted.to_string();
+    let mut flags = vec!["run", "--timeout", "30"];
+    if via_flag {
+        flags.extend(["--allow-local-port", &granted_text]);
+    } else {
+        config(&s, &format!("[allow]\nlocal-ports = [{granted}]\n"));
+    }
     let python = Path::new("/usr/bin/python3").exists();
     let server = if python {
         format!("/usr/bin/python3 -m http.server {granted} --bind 127.0.0.1 >/dev/null 2>&1 &")
@@ -290,7 +309,8 @@ fn local_port_grant_reaches_a_server_the_task_starts() {
     );
     let mut child = s
         .paddock()
-        .args(["run", "--timeout", "30", "--", "sh", "-c", &script])
+        .args(&flags)
+        .args(["--", "sh", "-c", &script])
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -352,6 +372,31 @@ fn host_port_grant_reaches_a_host_service_with_the_network_off() {
     assert_eq!(obs(&all, "env", "HTTP_PROXY")["ok"], false);
     assert_eq!(service.hits(), 1);
     assert_eq!(other.hits(), 0);
+}
+
+#[test]
+fn host_port_flag_grants_like_the_config_key() {
+    if !require_os_sandbox() {
+        return;
+    }
+    let s = Scratch::new("net-hostport-flag");
+    let service = HostServer::start("host-service");
+    let other = HostServer::start("not-granted");
+    let port = service.port.to_string();
+    let (all, _) = s.probe(
+        &["--allow-host-port", &port],
+        &[
+            &format!("connect:127.0.0.1:{}", service.port),
+            &format!("connect:127.0.0.1:{}", other.port),
+        ],
+    );
+    let got = assert_allowed(&all, "connect", &format!("127.0.0.1:{}", service.port));
+    assert!(got.starts_with("HTTP/1.0 200"), "{got}");
+    assert_denied(&all, "connect", &format!("127.0.0.1:{}", other.port), &[ECONNREFUSED]);
+    assert_eq!(other.hits(), 0);
+    // Port 0 is no port: refused before anything runs.
+    let out = s.paddock().args(["run", "--allow-host-port", "0", "--", "true"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
 }
 
 #[test]

@@ -56,6 +56,14 @@ pub struct PolicyArgs {
     /// Allow unix-domain sockets.
     #[arg(long = "allow-unix-sockets")]
     pub allow_unix_sockets: bool,
+    /// Make a server the task starts on 127.0.0.1:PORT reachable from the host at
+    /// 127.0.0.1:PORT (`allow.local-ports`).
+    #[arg(long = "allow-local-port", value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    pub allow_local_port: Vec<u16>,
+    /// Let the task reach the host's 127.0.0.1:PORT while its network is otherwise off
+    /// (`allow.host-ports`).
+    #[arg(long = "allow-host-port", value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    pub allow_host_port: Vec<u16>,
     /// How denials are itemized.
     #[arg(long = "itemize", value_enum)]
     pub itemize: Option<ItemizeArg>,

@@ -117,6 +117,18 @@ fn apply_flags(policy: &mut Policy, args: &PolicyArgs) -> Result<()> {
         };
         policy.allow.network = Entry::new(rule, origin);
     }
+    for port in &args.allow_local_port {
+        policy
+            .allow
+            .local_ports
+            .push(Entry::new(*port, Origin::flag(format!("--allow-local-port {port}"))));
+    }
+    for port in &args.allow_host_port {
+        policy
+            .allow
+            .host_ports
+            .push(Entry::new(*port, Origin::flag(format!("--allow-host-port {port}"))));
+    }
     if args.allow_unix_sockets {
         policy.allow.unix_sockets =
             Entry::new(UnixSocketsRule::All, Origin::flag("--allow-unix-sockets"));
