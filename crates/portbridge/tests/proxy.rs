@@ -631,19 +631,7 @@ fn a_task_socket_that_exists_is_an_error() {
 #[cfg(target_os = "linux")]
 #[test]
 fn proxy_stop_leaves_no_socket_and_no_threads() {
-    const ROLE: &str = "PADDOCK_PORTBRIDGE_TEST_CHILD";
-    if std::env::var_os(ROLE).is_none() {
-        #[allow(clippy::disallowed_methods)] // Tests may spawn; this re-runs this test alone.
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "proxy::proxy_stop_leaves_no_socket_and_no_threads"])
-            .args(["--test-threads=1", "--nocapture"])
-            .env(ROLE, "1")
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned()
-            + &String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "child failed:\n{text}");
-        assert!(text.contains("1 passed"), "child ran the test:\n{text}");
+    if !in_child_running_only("proxy::proxy_stop_leaves_no_socket_and_no_threads") {
         return;
     }
     let before = thread_count();

@@ -249,19 +249,7 @@ fn connection_cap_closes_extra_clients() {
 #[cfg(target_os = "linux")]
 #[test]
 fn stop_leaves_no_socket_no_listener_no_threads() {
-    const ROLE: &str = "PADDOCK_PORTBRIDGE_TEST_CHILD";
-    if std::env::var_os(ROLE).is_none() {
-        #[allow(clippy::disallowed_methods)] // Tests may spawn; this re-runs this test alone.
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "relay::stop_leaves_no_socket_no_listener_no_threads"])
-            .args(["--test-threads=1", "--nocapture"])
-            .env(ROLE, "1")
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned()
-            + &String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "child failed:\n{text}");
-        assert!(text.contains("1 passed"), "child ran the test:\n{text}");
+    if !in_child_running_only("relay::stop_leaves_no_socket_no_listener_no_threads") {
         return;
     }
     let before = thread_count();

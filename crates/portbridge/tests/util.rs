@@ -115,6 +115,28 @@ pub fn pattern(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i * 31 % 251) as u8).collect()
 }
 
+/// Thread counts are process-wide, so a test that counts threads runs alone in a child
+/// process of its test binary. Returns `true` in that child (go on with the test) and
+/// `false` in the parent, after it ran the child and checked that the test passed there.
+#[cfg(target_os = "linux")]
+pub fn in_child_running_only(test: &str) -> bool {
+    const ROLE: &str = "PADDOCK_PORTBRIDGE_TEST_CHILD";
+    if std::env::var_os(ROLE).is_some() {
+        return true;
+    }
+    #[allow(clippy::disallowed_methods)] // Tests may spawn; this re-runs one test alone.
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--test-threads=1", "--nocapture"])
+        .env(ROLE, "1")
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "child failed:\n{text}");
+    assert!(text.contains("1 passed"), "child ran the test:\n{text}");
+    false
+}
+
 /// Threads of this process.
 #[cfg(target_os = "linux")]
 pub fn thread_count() -> usize {
