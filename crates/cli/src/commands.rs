@@ -40,7 +40,13 @@ fn task(loaded: &Loaded, command: &[std::ffi::OsString], runtime_dir: AbsPathBuf
     let Some((program, args)) = command.split_first() else {
         bail!("no program to run; write it after `--`")
     };
-    Ok(Task { program: program.clone(), args: args.to_vec(), cwd: loaded.cwd.clone(), runtime_dir })
+    Ok(Task {
+        program: program.clone(),
+        args: args.to_vec(),
+        cwd: loaded.cwd.clone(),
+        runtime_dir,
+        observe: false,
+    })
 }
 
 #[derive(Serialize)]

@@ -137,6 +137,7 @@ pub fn learn(args: &LearnArgs) -> Result<u8> {
         args: rest.to_vec(),
         cwd: task_cwd.clone(),
         runtime_dir: runtime.path().clone(),
+        observe: false,
     };
     let plan = paddock_linux_bwrap::LinuxBwrap.plan(&resolved, &task, &facts)?;
     let traced = wrap(plan, &TraceOptions { strace, seccomp_bpf: false });

@@ -216,6 +216,7 @@ impl Backend for LinuxBwrap {
                 p
             },
             diagnostics,
+            observer: None,
         })
     }
 }

@@ -162,6 +162,7 @@ fn read_cache() -> Option<HostFacts> {
         user_namespaces: true,
         uid: nix_uid(),
         sandbox_exec: false,
+        observe: false,
     })
 }
 

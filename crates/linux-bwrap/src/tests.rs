@@ -89,6 +89,7 @@ pub(crate) fn task() -> Task {
         args: vec!["-c".into(), "echo hi > out.txt".into()],
         cwd: abs("/home/u/proj"),
         runtime_dir: abs("/run/user/1000/paddock/t1"),
+        observe: false,
     }
 }
 

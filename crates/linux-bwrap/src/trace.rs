@@ -100,6 +100,7 @@ mod tests {
             bridges: Vec::new(),
             placeholders: Vec::new(),
             diagnostics: Vec::new(),
+            observer: None,
         }
     }
 

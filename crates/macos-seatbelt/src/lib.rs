@@ -27,7 +27,7 @@
 //! #     report: ReportScope { within: vec![], linked: vec![], itemize: ItemizeMode::Auto },
 //! #     ignore: IgnoreRules::default() };
 //! # let task = Task { program: "make".into(), args: vec![], cwd: abs("/Users/u/proj"),
-//! #     runtime_dir: abs("/tmp/pdk-1") };
+//! #     runtime_dir: abs("/tmp/pdk-1"), observe: false };
 //! // `policy` is a resolved policy and `task` a task (see paddock-policy).
 //! let plan = MacosSeatbelt::new().plan(&policy, &task, &HostFacts::default())?;
 //! assert_eq!(plan.program.as_path(), std::path::Path::new("/usr/bin/sandbox-exec"));

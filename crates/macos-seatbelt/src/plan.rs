@@ -129,6 +129,7 @@ impl Backend for MacosSeatbelt {
             bridges,
             placeholders: vec![Placeholder { path: task_tmpdir(task), dir: true }],
             diagnostics,
+            observer: None,
         })
     }
 }

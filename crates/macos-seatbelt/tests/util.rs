@@ -131,6 +131,7 @@ impl Fixture {
             args: vec![OsString::from("-c"), OsString::from(script)],
             cwd: abs(&self.proj),
             runtime_dir: abs(&self.runtime),
+            observe: false,
         }
     }
 

@@ -76,7 +76,10 @@ pub use origin::Origin;
 pub use path::{
     AbsPathBuf, DisplayBytes, hex, os_from_bytes, serialize_os_str, serialize_os_strings,
 };
-pub use plan::{BridgeSpec, HostFacts, Payload, Placeholder, SpawnPlan, Task};
+pub use plan::{
+    BridgeSpec, HostFacts, ObservedAnchor, ObservedNode, ObserverPlan, Payload, Placeholder,
+    SpawnPlan, Task,
+};
 pub use protected::{PROTECTED_NAMES, ProtectedName, Scope};
 pub use report::{ReportFilter, cwd_hint, summarize};
 pub use resolve::{Context, canonicalize, resolve};

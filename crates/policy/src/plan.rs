@@ -43,6 +43,51 @@ pub struct SpawnPlan {
     pub placeholders: Vec<Placeholder>,
     /// Notes for the user about how the policy is enforced (weaker walls, dropped grants).
     pub diagnostics: Vec<String>,
+    /// The observers that itemize denials without strace, when the task asked for them
+    /// ([`Task::observe`]) and the backend has them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observer: Option<ObserverPlan>,
+}
+
+/// How the runner serves the observers of an `--itemize observe` run (Linux).
+///
+/// The runner opens `/dev/fuse`, serves the observer filesystem on it for the task's lifetime
+/// and, in the child just before it executes the plan's program, mounts it at `mount_dir` in
+/// a private mount namespace (and a user namespace of its own when not root), so the mount
+/// never appears in the host's mount table. The plan binds `mount_dir/a{i}` over
+/// `anchors[i]`. The sandbox's supervisor writes its write/connect records on `record_fd`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct ObserverPlan {
+    /// The (empty, runner-created) directory the observer filesystem is mounted on.
+    pub mount_dir: AbsPathBuf,
+    /// One entry per directory deny anchor, served at `mount_dir/a{index}`.
+    pub anchors: Vec<ObservedAnchor>,
+    /// The descriptor in the child on which the supervisor writes its records; the runner
+    /// keeps the read end.
+    pub record_fd: i32,
+}
+
+/// A directory deny anchor served by the observer filesystem.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct ObservedAnchor {
+    /// The anchor (the same path on the host and in the sandbox).
+    pub path: AbsPathBuf,
+    /// The mount points the anchor's exceptions need, relative to the anchor, parents
+    /// before children: a directory or an (empty) file node each. Everything else under
+    /// the anchor does not exist, and every attempt to find, list or change it is recorded.
+    pub nodes: Vec<ObservedNode>,
+}
+
+/// One node the observer filesystem serves under an anchor.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct ObservedNode {
+    /// The path relative to the anchor (no `.` or `..` components).
+    pub rel: PathBuf,
+    /// A directory (else an empty regular file).
+    pub dir: bool,
 }
 
 /// Bytes the child reads from a numbered file descriptor.
@@ -112,6 +157,8 @@ pub struct Task {
     /// The task's runtime directory: sockets, lock file, private tmp. Short, so that socket
     /// paths fit in 108 bytes.
     pub runtime_dir: AbsPathBuf,
+    /// Itemize denials with the observers ([`ObserverPlan`]) rather than strace.
+    pub observe: bool,
 }
 
 /// Facts about the host a backend plans from, collected by the platform crate's probe.
@@ -136,6 +183,9 @@ pub struct HostFacts {
     pub uid: u32,
     /// `/usr/bin/sandbox-exec` exists (macOS).
     pub sandbox_exec: bool,
+    /// Whether the observers (`--itemize observe`: a FUSE mount in a private namespace and
+    /// seccomp user notifications) work here. The probe says why not.
+    pub observe: bool,
 }
 
 fn serialize_env_pairs<S: serde::Serializer>(

@@ -220,6 +220,7 @@ impl Scratch {
                 .collect(),
             cwd: abs(&self.proj),
             runtime_dir: abs(runtime),
+            observe: false,
         };
         LinuxBwrap.plan(policy, &task, &facts()).unwrap()
     }

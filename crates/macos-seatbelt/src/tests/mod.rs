@@ -106,6 +106,7 @@ pub(crate) fn task() -> Task {
         args: vec![OsString::from("test")],
         cwd: abs("/Users/u/proj"),
         runtime_dir: abs("/private/tmp/pdk-7f3a"),
+        observe: false,
     }
 }
 
