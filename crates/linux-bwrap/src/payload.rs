@@ -84,6 +84,10 @@ pub struct SupervisorPayload {
     /// started before the task runs and stopped when it is done.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub relays: Vec<SandboxRelay>,
+    /// `--itemize observe`: the descriptor the supervisor writes its write/connect records
+    /// on (see `ObserverPlan::record_fd`); it then installs the notification filter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record_fd: Option<i32>,
 }
 
 /// A relay run by the supervisor inside the sandbox. The supervisor is not under the task's
@@ -146,6 +150,7 @@ mod tests {
                 SandboxRelay::TcpToUnix { port: 3128, socket: Bytes("/dev/x/proxy".into()) },
                 SandboxRelay::UnixToTcp { socket: Bytes("/dev/y/in-80".into()), port: 80 },
             ],
+            record_fd: Some(7),
         };
         let back = SupervisorPayload::from_bytes(&p.to_bytes(), 4).unwrap();
         assert_eq!(back, p);

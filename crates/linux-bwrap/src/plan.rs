@@ -37,6 +37,8 @@ pub const SUPERVISOR_FD: i32 = 4;
 pub const SECCOMP_FD: i32 = 5;
 /// The supervisor reads polite signals from this descriptor.
 pub const SIGNAL_FD: i32 = 6;
+/// `--itemize observe`: the supervisor writes its records on this descriptor.
+pub const RECORD_FD: i32 = 7;
 /// The name, in the task's runtime dir, of the empty mode-0000 file bound over file anchors.
 pub const MASKED_FILE: &str = "masked";
 /// Where the supervisor binary is bound inside the sandbox.
@@ -152,6 +154,7 @@ impl Backend for LinuxBwrap {
 
         let filter_rules = seccomp::rules(FilterOptions {
             unix_sockets: matches!(policy.unix_sockets, UnixSockets::All),
+            unix_sockets_notified: task.observe,
         });
         let bpf = compile_filter(&filter_rules, &mut diagnostics)?;
 
@@ -178,6 +181,7 @@ impl Backend for LinuxBwrap {
             seccomp_fd: SECCOMP_FD,
             signal_fd: Some(SIGNAL_FD),
             relays: net.relays,
+            record_fd: task.observe.then_some(RECORD_FD),
         };
 
         let payloads = vec![

@@ -113,6 +113,10 @@ pub struct SyscallRule {
 pub struct FilterOptions {
     /// `socket(AF_UNIX)` and datagram socket pairs are allowed.
     pub unix_sockets: bool,
+    /// `socket(AF_UNIX)` is left to the supervisor's notification filter (`--itemize
+    /// observe`), which records the attempt and refuses it with `EPERM`; the supervisor
+    /// refuses to start the task if it cannot install that filter.
+    pub unix_sockets_notified: bool,
 }
 
 fn eq(arg: u8, value: u64) -> Cond {
@@ -132,7 +136,7 @@ pub fn rules(opts: FilterOptions) -> Vec<SyscallRule> {
     let mut out = Vec::new();
 
     let mut families = vec![ne(0, AF_INET), ne(0, AF_INET6), ne(0, AF_NETLINK)];
-    if opts.unix_sockets {
+    if opts.unix_sockets || opts.unix_sockets_notified {
         families.push(ne(0, AF_UNIX));
     }
     out.push(SyscallRule {

@@ -117,7 +117,11 @@ fn probes(unix: bool) -> Vec<Probe> {
 /// Applies the filter in a forked child and returns `None` if every probe behaved, or the
 /// failing probe's name and what it got.
 fn run_in_child(unix: bool) -> Option<String> {
-    let bpf = seccomp::compile(&seccomp::rules(FilterOptions { unix_sockets: unix })).unwrap();
+    let bpf = seccomp::compile(&seccomp::rules(FilterOptions {
+        unix_sockets: unix,
+        unix_sockets_notified: false,
+    }))
+    .unwrap();
     let probes = probes(unix);
     let prog: Vec<seccompiler::sock_filter> = bpf
         .chunks_exact(8)
@@ -201,7 +205,11 @@ fn unix_sockets_granted_allows_af_unix_but_nothing_else() {
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn a_foreign_arch_call_kills_the_process() {
-    let bpf = seccomp::compile(&seccomp::rules(FilterOptions { unix_sockets: false })).unwrap();
+    let bpf = seccomp::compile(&seccomp::rules(FilterOptions {
+        unix_sockets: false,
+        unix_sockets_notified: false,
+    }))
+    .unwrap();
     let prog: Vec<seccompiler::sock_filter> = bpf
         .chunks_exact(8)
         .map(|c| seccompiler::sock_filter {
