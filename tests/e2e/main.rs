@@ -23,6 +23,7 @@ mod hostile_proc;
 mod learn;
 mod network;
 mod process;
+mod trace_failures;
 mod violations;
 
 /// Known gaps: hostile cases the design cannot contain yet. Each test asserts today's

@@ -38,6 +38,10 @@
 
 pub mod bridges;
 mod error;
+#[cfg(target_os = "linux")]
+pub mod notify;
+#[cfg(target_os = "linux")]
+pub mod observe_fs;
 pub mod ops;
 pub mod payload;
 mod plan;
@@ -54,6 +58,6 @@ pub mod trace;
 
 pub use error::Error;
 pub use plan::{
-    ARGS_FD, BACKEND_NAME, LinuxBwrap, MASKED_FILE, SECCOMP_FD, SIGNAL_FD, SUPERVISE_SUBCOMMAND,
-    SUPERVISOR_FD, SUPERVISOR_PATH,
+    ARGS_FD, BACKEND_NAME, LinuxBwrap, MASKED_FILE, RECORD_FD, SECCOMP_FD, SIGNAL_FD,
+    SUPERVISE_SUBCOMMAND, SUPERVISOR_FD, SUPERVISOR_PATH,
 };
