@@ -88,6 +88,14 @@ pub struct SupervisorPayload {
     /// on (see `ObserverPlan::record_fd`); it then installs the notification filter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub record_fd: Option<i32>,
+    /// With `record_fd`: `connect` is notified and recorded (the network is not fully on).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub record_connects: bool,
+    /// With `record_fd`: `socket(AF_UNIX)` is notified, recorded and refused with `EPERM` by
+    /// the supervisor (the main filter lets it through: see
+    /// `FilterOptions::unix_sockets_notified`). Installing that filter failing is fatal.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub refuse_unix_sockets: bool,
 }
 
 /// A relay run by the supervisor inside the sandbox. The supervisor is not under the task's
@@ -151,6 +159,8 @@ mod tests {
                 SandboxRelay::UnixToTcp { socket: Bytes("/dev/y/in-80".into()), port: 80 },
             ],
             record_fd: Some(7),
+            record_connects: true,
+            refuse_unix_sockets: true,
         };
         let back = SupervisorPayload::from_bytes(&p.to_bytes(), 4).unwrap();
         assert_eq!(back, p);

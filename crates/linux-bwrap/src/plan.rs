@@ -152,9 +152,10 @@ impl Backend for LinuxBwrap {
             args_bytes.push(0);
         }
 
+        let unix_sockets = matches!(policy.unix_sockets, UnixSockets::All);
         let filter_rules = seccomp::rules(FilterOptions {
-            unix_sockets: matches!(policy.unix_sockets, UnixSockets::All),
-            unix_sockets_notified: task.observe,
+            unix_sockets,
+            unix_sockets_notified: task.observe && !unix_sockets,
         });
         let bpf = compile_filter(&filter_rules, &mut diagnostics)?;
 
@@ -182,6 +183,8 @@ impl Backend for LinuxBwrap {
             signal_fd: Some(SIGNAL_FD),
             relays: net.relays,
             record_fd: task.observe.then_some(RECORD_FD),
+            record_connects: task.observe && !matches!(policy.network, NetworkPolicy::On),
+            refuse_unix_sockets: task.observe && !unix_sockets,
         };
 
         let payloads = vec![
