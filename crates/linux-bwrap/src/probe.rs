@@ -99,7 +99,7 @@ pub fn facts() -> HostFacts {
     FACTS.get_or_init(|| read_cache().unwrap_or_else(|| probe().facts.clone())).clone()
 }
 
-const CACHE_FILE: &str = "probe-v1";
+const CACHE_FILE: &str = "probe-v2";
 
 fn file_id(path: &Path) -> String {
     std::fs::metadata(path).map_or_else(
@@ -110,8 +110,10 @@ fn file_id(path: &Path) -> String {
 
 fn cache_key(bwrap: Option<&Path>, strace: Option<&Path>) -> String {
     let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    // /dev/fuse's mode decides whether an unprivileged runner can observe.
+    let fuse = std::fs::metadata(FUSE_DEVICE).map_or(0, |m| m.mode());
     format!(
-        "boot={} uid={} bwrap={}@{} strace={}@{}",
+        "boot={} uid={} bwrap={}@{} strace={}@{} fuse={fuse:o}",
         boot.trim(),
         nix_uid(),
         bwrap.map_or("-".into(), |p| p.display().to_string()),
@@ -152,6 +154,7 @@ fn read_cache() -> Option<HostFacts> {
     let version = |s: &str| parse_version(s);
     let bwrap_version = version(lines.next()?.strip_prefix("bwrap-version=")?);
     let strace_seccomp_bpf = lines.next()? == "strace-seccomp-bpf=true";
+    let observe = lines.next()? == "observe=true";
     Some(HostFacts {
         bwrap: Some(bwrap.to_path_buf()),
         bwrap_version,
@@ -162,7 +165,7 @@ fn read_cache() -> Option<HostFacts> {
         user_namespaces: true,
         uid: nix_uid(),
         sandbox_exec: false,
-        observe: false,
+        observe,
     })
 }
 
@@ -177,9 +180,10 @@ fn write_cache(facts: &HostFacts) {
     }
     let v = facts.bwrap_version.map_or("-".to_owned(), |(a, b, c)| format!("{a}.{b}.{c}"));
     let text = format!(
-        "{}\nbwrap-version={v}\nstrace-seccomp-bpf={}\n",
+        "{}\nbwrap-version={v}\nstrace-seccomp-bpf={}\nobserve={}\n",
         cache_key(facts.bwrap.as_deref(), facts.strace.as_deref()),
-        facts.strace_seccomp_bpf
+        facts.strace_seccomp_bpf,
+        facts.observe
     );
     // Written beside and renamed over, so a reader never sees half a file.
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
@@ -373,6 +377,28 @@ fn collect() -> Probe {
     }
     facts.strace = strace;
 
+    let observe = observe_available(&facts);
+    facts.observe = observe.is_ok();
+    let (status, message, fix) = match (&observe, &facts.strace) {
+        (Ok(()), _) => (
+            Status::Ok,
+            "--itemize auto observes denials (a FUSE mount on deny anchors, seccomp notifications on writes)"
+                .to_owned(),
+            None,
+        ),
+        (Err((why, fix)), Some(_)) => (
+            Status::Warn,
+            format!("--itemize auto uses strace (slower): the observers are unavailable: {why}"),
+            Some(*fix),
+        ),
+        (Err((why, fix)), None) => (
+            Status::Warn,
+            format!("--itemize auto cannot itemize: no strace, and the observers are unavailable: {why}"),
+            Some(*fix),
+        ),
+    };
+    report.push("itemize", status, message, fix);
+
     let base = runtime_base();
     let tmpdir_too_long = std::env::var_os("TMPDIR")
         .is_some_and(|d| d.len() + RUNTIME_SUFFIX_ROOM > SOCKET_PATH_MAX && !base.starts_with(&d));
@@ -419,6 +445,44 @@ fn collect() -> Probe {
     );
     write_cache(&facts);
     Probe { facts, report }
+}
+
+/// The FUSE device the observer filesystem is served on.
+pub const FUSE_DEVICE: &str = "/dev/fuse";
+
+/// Whether `--itemize observe` can work here, or why not and the fix. Cheap checks only: the
+/// FUSE device opens read-write, the kernel has seccomp user notifications, and the runner
+/// can make the private mount namespace the observer is mounted in (root, or user
+/// namespaces). A run whose observer still fails to start falls back to strace with a note.
+fn observe_available(facts: &HostFacts) -> Result<(), (String, &'static str)> {
+    if std::fs::OpenOptions::new().read(true).write(true).open(FUSE_DEVICE).is_err() {
+        let why = match std::fs::metadata(FUSE_DEVICE) {
+            Ok(_) => format!("{FUSE_DEVICE} cannot be opened read-write by uid {}", facts.uid),
+            Err(_) => format!("{FUSE_DEVICE} does not exist"),
+        };
+        let fix = "make /dev/fuse usable: `sudo modprobe fuse` and `sudo chmod 0666 /dev/fuse` (what Debian's udev rule does);                    inside a container, pass --device /dev/fuse";
+        return Err((why, fix));
+    }
+    let action = libc::SECCOMP_RET_USER_NOTIF;
+    // SAFETY: SECCOMP_GET_ACTION_AVAIL only reads the u32 the pointer refers to, which lives
+    // for the duration of the call.
+    let rc = unsafe {
+        libc::syscall(libc::SYS_seccomp, libc::SECCOMP_GET_ACTION_AVAIL, 0, &action as *const u32)
+    };
+    if rc != 0 {
+        return Err((
+            "the kernel has no seccomp user notifications (Linux 5.0 or newer)".to_owned(),
+            "upgrade the kernel, or use --itemize strace",
+        ));
+    }
+    if facts.uid != 0 && !facts.user_namespaces {
+        return Err((
+            "the observer is mounted in a user namespace of paddock's own, and user namespaces are unavailable"
+                .to_owned(),
+            USERNS_FIX,
+        ));
+    }
+    Ok(())
 }
 
 /// The directory task runtime dirs are made under: `$XDG_RUNTIME_DIR/paddock` when it is set,

@@ -104,6 +104,29 @@ impl ViolationSet {
         *self.seen.entry(key).or_insert(0) += v.count.max(1);
     }
 
+    /// Adds a violation if it merges with one already here or the set holds fewer than `max`
+    /// distinct ones; returns whether it was added. Keeps memory bounded when a task floods
+    /// the report with distinct denials.
+    pub fn add_bounded(&mut self, v: Violation, max: usize) -> bool {
+        let key = ViolationKey {
+            kind: v.kind,
+            path: v.path,
+            target: v.target,
+            syscall: v.syscall,
+            errno: v.errno,
+        };
+        if self.seen.len() >= max && !self.seen.contains_key(&key) {
+            return false;
+        }
+        *self.seen.entry(key).or_insert(0) += v.count.max(1);
+        true
+    }
+
+    /// How many distinct violations.
+    pub fn len(&self) -> usize {
+        self.seen.len()
+    }
+
     /// Whether nothing was added.
     pub fn is_empty(&self) -> bool {
         self.seen.is_empty()
@@ -122,5 +145,34 @@ impl ViolationSet {
                 count,
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(path: &str) -> Violation {
+        Violation {
+            kind: ViolationKind::Read,
+            path: Some(PathBuf::from(path)),
+            target: None,
+            syscall: Some("lookup".into()),
+            errno: Some("ENOENT".into()),
+            count: 1,
+        }
+    }
+
+    #[test]
+    fn a_bounded_set_keeps_counting_what_it_has_and_drops_new_ones() {
+        let mut set = ViolationSet::new();
+        assert!(set.add_bounded(read("/a"), 2));
+        assert!(set.add_bounded(read("/b"), 2));
+        assert!(!set.add_bounded(read("/c"), 2), "a third distinct one is over the bound");
+        assert!(set.add_bounded(read("/a"), 2), "a repeat merges");
+        assert_eq!(set.len(), 2);
+        let v = set.into_vec();
+        assert_eq!(v[0].count, 2);
+        assert_eq!(v[1].count, 1);
     }
 }
