@@ -158,8 +158,13 @@ pub fn learn(args: &LearnArgs) -> Result<u8> {
         vec![(write, traced.fd)],
     )?;
     drop(runtime);
-    let (learner, _) =
-        reader.finish().ok_or_else(|| anyhow!("the trace did not end with the task"))?;
+    let finished = reader.finish().ok_or_else(|| anyhow!("the trace did not end with the task"))?;
+    if finished.stopped_stuck_tracer {
+        bail!(
+            "bubblewrap failed and left a process behind that strace kept waiting for; strace was stopped and nothing was learned"
+        );
+    }
+    let learner = finished.observer;
     if !outcome.started {
         bail!("the task did not start under strace (the message above says why); nothing learned");
     }

@@ -20,7 +20,7 @@ use paddock_policy::{
     AbsPathBuf, HostFacts, ItemizeMode, ReportFilter, ResolvedPolicy, SpawnPlan, Violation,
     ViolationSet,
 };
-use paddock_strace_parse::{Event, Parser, Record};
+use paddock_strace_parse::{Event, EventKind, Parser, Record};
 
 use crate::classify::Classifier;
 use crate::host::RealHost;
@@ -36,16 +36,37 @@ pub trait Observer: Send + 'static {
 /// pipe's write end is dead by then, so this only guards against the impossible.
 const READER_GRACE: Duration = Duration::from_secs(10);
 
+/// How long the trace may stay open after the traced bwrap itself exited. bwrap exits
+/// after its sandbox is gone, so nothing legitimate is traced past this; what is left is a
+/// child bwrap abandoned before it could arm `--die-with-parent` (it waits forever for a
+/// go-ahead from its dead parent), and strace would wait for it forever.
+pub const STUCK_GRACE: Duration = Duration::from_secs(2);
+
 /// A reader thread parsing a trace pipe into an observer.
 #[derive(Debug)]
 pub struct Reader<O> {
-    rx: mpsc::Receiver<(O, u64)>,
+    rx: mpsc::Receiver<Finished<O>>,
+}
+
+/// What a reader hands back at the end of the trace.
+#[derive(Debug)]
+pub struct Finished<O> {
+    /// The observer, having seen every event.
+    pub observer: O,
+    /// How many lines the trace had.
+    pub lines: u64,
+    /// Whether the trace showed any call: strace got as far as tracing bwrap (exit lines
+    /// alone come from a strace that failed to start its command).
+    pub traced_a_call: bool,
+    /// Whether the tracer was stopped because it kept following a process bwrap left
+    /// behind when it failed ([`STUCK_GRACE`]).
+    pub stopped_stuck_tracer: bool,
 }
 
 impl<O: Observer> Reader<O> {
     /// Creates the pipe and starts the reader. Returns the write end (for strace) and the
     /// reader.
-    pub fn start(mut observer: O) -> Result<(OwnedFd, Reader<O>)> {
+    pub fn start(observer: O) -> Result<(OwnedFd, Reader<O>)> {
         let mut fds = [0; 2];
         // SAFETY: a valid two-int array; the result is checked.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -67,18 +88,140 @@ impl<O: Observer> Reader<O> {
         std::thread::Builder::new()
             .name("paddock-trace".into())
             .spawn(move || {
-                let lines = read_trace(read, &mut observer);
-                let _ = tx.send((observer, lines));
+                let mut watch = Watch::new(observer);
+                let lines = read_trace(read, &mut watch);
+                let stopped_stuck_tracer = watch.end();
+                let traced_a_call = watch.top.is_some();
+                let _ = tx.send(Finished {
+                    observer: watch.inner,
+                    lines,
+                    traced_a_call,
+                    stopped_stuck_tracer,
+                });
             })
             .context("cannot start the trace reader")?;
         Ok((write, Reader { rx }))
     }
 
-    /// Waits for the end of the trace: the observer and the number of lines read. `None`
-    /// if the pipe stayed open past the grace period.
-    pub fn finish(self) -> Option<(O, u64)> {
+    /// Waits for the end of the trace. `None` if the pipe stayed open past the grace
+    /// period.
+    pub fn finish(self) -> Option<Finished<O>> {
         self.rx.recv_timeout(READER_GRACE).ok()
     }
+}
+
+/// Watches the trace for the end of the traced bwrap (the trace's first process), and
+/// stops the tracer when the trace outlives it by [`STUCK_GRACE`].
+///
+/// That happens when bwrap fails between creating its child and letting it go on (bwrap
+/// 0.8 reads `/proc/CHILD/ns` there, which fails in a pid namespace that shows another
+/// namespace's `/proc`): the child blocks forever on its go-ahead, before it arms
+/// `--die-with-parent`, and `strace -f` waits for it. The tracer is stopped by killing its
+/// process group (strace is the leader of its own group, see `exec`; bwrap's abandoned
+/// child never left it), which is what the runner does anyway once the tracer ends.
+struct Watch<O> {
+    inner: O,
+    /// The traced bwrap's pid (the first one of a call) and the tracer's process group.
+    top: Option<(u32, Option<libc::pid_t>)>,
+    /// The processes bwrap made.
+    children: Vec<u32>,
+    /// Shared with the timer thread: the trace ended, or the tracer was stopped.
+    state: Option<std::sync::Arc<WatchState>>,
+}
+
+#[derive(Default)]
+struct WatchState {
+    ended: std::sync::atomic::AtomicBool,
+    stopped: std::sync::atomic::AtomicBool,
+}
+
+impl<O> Watch<O> {
+    fn new(inner: O) -> Watch<O> {
+        Watch { inner, top: None, children: Vec::new(), state: None }
+    }
+
+    /// The trace ended: disarms the timer. Returns whether it stopped the tracer.
+    fn end(&self) -> bool {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.state.as_ref().is_some_and(|s| {
+            s.ended.store(true, SeqCst);
+            s.stopped.load(SeqCst)
+        })
+    }
+
+    fn arm(&mut self, group: libc::pid_t) {
+        use std::sync::atomic::Ordering::SeqCst;
+        let state = std::sync::Arc::new(WatchState::default());
+        self.state = Some(state.clone());
+        let timer =
+            std::thread::Builder::new().name("paddock-trace-watch".into()).spawn(move || {
+                std::thread::sleep(STUCK_GRACE);
+                if !state.ended.load(SeqCst) && is_our_child(group) {
+                    state.stopped.store(true, SeqCst);
+                    // SAFETY: killpg with integers. The group's leader is our child (checked
+                    // just now) and still holds the trace open, so it is not reaped and the
+                    // id cannot have been reused.
+                    unsafe { libc::killpg(group, libc::SIGKILL) };
+                }
+            });
+        // Without a timer, a stuck tracer is what it was before: nothing else to do.
+        drop(timer);
+    }
+}
+
+/// Whether `pid` is a child of this process (exited or not), without reaping it.
+fn is_our_child(pid: libc::pid_t) -> bool {
+    // SAFETY: a zeroed siginfo_t is a valid out-parameter for waitid.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+    let id = libc::id_t::try_from(pid).unwrap_or(0);
+    // SAFETY: waitid on one pid with a valid out-parameter; WNOWAIT leaves it unreaped.
+    id != 0 && unsafe { libc::waitid(libc::P_PID, id, &mut info, flags) } == 0
+}
+
+impl<O: Observer> Observer for Watch<O> {
+    fn event(&mut self, event: &Event<'_>) {
+        if let Some(pid) = event.pid.filter(|_| self.top.is_some() || event.syscall().is_some()) {
+            let top = *self.top.get_or_insert_with(|| {
+                // The first line is bwrap's own execve: bwrap is traced, so its group is
+                // the tracer's (if it has not died already; see `group`).
+                (pid, libc::pid_t::try_from(pid).ok().and_then(tracer_group))
+            });
+            if top.0 == pid {
+                match &event.kind {
+                    EventKind::Syscall(call)
+                        if matches!(&*call.name, "clone" | "clone3" | "fork" | "vfork") =>
+                    {
+                        if let Some(child) = call.ret.value().and_then(|v| u32::try_from(v).ok()) {
+                            self.children.push(child);
+                        }
+                    }
+                    EventKind::Exited { .. } | EventKind::Killed { .. } if self.state.is_none() => {
+                        // bwrap's children that never left the tracer's group are the ones
+                        // that would keep it waiting; any of them names the group.
+                        let group = top.1.or_else(|| {
+                            self.children
+                                .iter()
+                                .filter_map(|c| libc::pid_t::try_from(*c).ok())
+                                .find_map(tracer_group)
+                        });
+                        if let Some(group) = group {
+                            self.arm(group);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        self.inner.event(event);
+    }
+}
+
+/// The process group of `pid` if it is the group of one of our children (the tracer's).
+fn tracer_group(pid: libc::pid_t) -> Option<libc::pid_t> {
+    // SAFETY: getpgid with an integer.
+    let group = unsafe { libc::getpgid(pid) };
+    (group > 0 && is_our_child(group)).then_some(group)
 }
 
 /// The reader's buffer: also the most a line can be before it is cut.
@@ -219,7 +362,9 @@ pub struct Ran {
 }
 
 /// Runs `plan`, traced when `trace` says so. When strace fails on its own (the task never
-/// started and strace wrote nothing), the task is run once more untraced, and stderr says so.
+/// started and strace traced no call, not even bwrap's `execve`), the task is run once more
+/// untraced, and stderr says so. Only the supervisor's word and strace's pipe decide this,
+/// never the task's output: a task printing a strace-like last line is not run again.
 pub fn run(
     plan: &SpawnPlan,
     trace: Option<&TraceOptions>,
@@ -236,8 +381,8 @@ pub fn run(
     let (write, reader) = Reader::start(Violations::new(policy.clone(), cwd.as_path()))?;
     let outcome = run_plan_with(&traced.plan, opts, runtime_dir, vec![(write, traced.fd)])?;
     let finished = reader.finish();
-    let lines = finished.as_ref().map_or(0, |f| f.1);
-    if !outcome.started && !outcome.timed_out && lines == 0 {
+    let traced_a_call = finished.as_ref().is_some_and(|f| f.traced_a_call);
+    if !outcome.started && !outcome.timed_out && !traced_a_call {
         eprintln!(
             "paddock: strace failed before the task started (its message is above); running the task once more without itemizing denials"
         );
@@ -245,9 +390,17 @@ pub fn run(
         return Ok(Ran { outcome, itemized_by: None, violations: Vec::new() });
     }
     match finished {
-        Some((v, _)) => {
-            Ok(Ran { outcome, itemized_by: Some("strace"), violations: v.reported.into_vec() })
+        Some(f) if f.stopped_stuck_tracer => {
+            eprintln!(
+                "paddock: bubblewrap failed and left a process behind that strace kept waiting for; strace was stopped (is /proc here another pid namespace's? run `paddock check`)"
+            );
+            Ok(Ran { outcome, itemized_by: None, violations: Vec::new() })
         }
+        Some(f) => Ok(Ran {
+            outcome,
+            itemized_by: Some("strace"),
+            violations: f.observer.reported.into_vec(),
+        }),
         None => {
             eprintln!("paddock: the trace did not end with the task; denials are not itemized");
             Ok(Ran { outcome, itemized_by: None, violations: Vec::new() })

@@ -56,7 +56,8 @@ pub fn wrap(mut plan: SpawnPlan, opts: &TraceOptions) -> Traced {
     }
     argv.extend(
         [
-            "-qq",
+            // `-q`, not `-qq`: exit lines stay, so the reader sees bwrap itself end.
+            "-q",
             "-y",
             "-e",
             "signal=none",
