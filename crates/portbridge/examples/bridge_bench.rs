@@ -6,9 +6,16 @@
 //! - `relay`: TCP client -> [`TcpToUnix`] -> unix-socket server (one relay).
 //! - `chain`: TCP client -> [`TcpToUnix`] -> unix socket -> [`UnixToTcp`] -> TCP server: what
 //!   an inbound port grant runs (the second relay lives in the sandbox in real use).
-//! - `socat relay` / `socat chain`: the same with socat processes.
+//! - `socat-relay` / `socat-chain`: the same with socat processes.
 //!
-//! Run with `cargo run --release -p paddock-portbridge --example bridge_bench [MIB] [CONNS]`.
+//! Every path is warmed up, then measured in interleaved rounds (each round runs every path
+//! once, starting from a different one), so load from other programs on the machine falls on
+//! all of them alike. A path's ratio is the median over rounds of its result divided by the
+//! direct path's result in the same round; the spread (lowest and highest round) is printed
+//! next to it. CPU is the whole benchmark's (client, sink, relays, socat) per GiB moved.
+//!
+//! Run with `cargo run --release -p paddock-portbridge --example bridge_bench -- [MIB]
+//! [CONNS] [ROUNDS] [--only PATH,PATH]` (defaults: 1024 MiB, 2000 connections, 7 rounds).
 
 #![allow(clippy::expect_used)] // A benchmark program: a failed setup step ends it with its message.
 
@@ -133,11 +140,74 @@ fn wait_unix(path: &Path) {
     panic!("{} never listened", path.display());
 }
 
+/// CPU seconds used so far by this process and by the given processes (socat, with the
+/// children they have reaped).
+fn cpu_seconds(others: &[u32]) -> f64 {
+    // SAFETY: getrusage writes one rusage struct into the zeroed value we pass.
+    let own = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        tv(usage.ru_utime) + tv(usage.ru_stime)
+    };
+    // SAFETY: sysconf has no memory effects.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let theirs: f64 = others
+        .iter()
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
+        .map(|stat| {
+            // Fields after the parenthesized command name; utime, stime, cutime, cstime are
+            // fields 14-17 of the whole line, 12-15 of this tail.
+            let tail = stat.rsplit_once(')').map_or("", |(_, t)| t);
+            let fields: Vec<f64> =
+                tail.split_whitespace().map(|f| f.parse().unwrap_or(0.0)).collect();
+            fields.get(11..15).map_or(0.0, |f| f.iter().sum::<f64>() / ticks)
+        })
+        .sum();
+    own + theirs
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+}
+
+fn spread(v: &[f64]) -> (f64, f64) {
+    v.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| (lo.min(*x), hi.max(*x)))
+}
+
+struct Args {
+    mib: u64,
+    conns: usize,
+    rounds: usize,
+    only: Option<Vec<String>>,
+}
+
+fn parse_args() -> Args {
+    let mut args = Args { mib: 1024, conns: 2000, rounds: 7, only: None };
+    let mut positional = 0;
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        if a == "--only" {
+            let list = it.next().expect("--only takes a comma-separated list of paths");
+            args.only = Some(list.split(',').map(str::to_owned).collect());
+            continue;
+        }
+        match positional {
+            0 => args.mib = a.parse().expect("MIB is a number"),
+            1 => args.conns = a.parse().expect("CONNS is a number"),
+            2 => args.rounds = a.parse::<usize>().expect("ROUNDS is a number").max(1),
+            _ => panic!("usage: bridge_bench [MIB] [CONNS] [ROUNDS] [--only PATH,PATH]"),
+        }
+        positional += 1;
+    }
+    args
+}
+
 fn main() {
-    let mut args = std::env::args().skip(1);
-    let mib: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(512);
-    let conns: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(2000);
-    let bytes = mib << 20;
+    let args = parse_args();
+    let bytes = args.mib << 20;
     let dir: PathBuf = std::env::temp_dir().join(format!("pb-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
 
@@ -154,20 +224,20 @@ fn main() {
 
     let mut rows: Vec<(&str, SocketAddr)> =
         vec![("direct", server), ("relay", relay_addr), ("chain", chain_addr)];
-    let mut _socat = Socat(Vec::new());
+    let mut socats = Socat(Vec::new());
     if Path::new(SOCAT).exists() {
         let p1 = free_port();
-        _socat.0.push(socat(&[
+        socats.0.push(socat(&[
             format!("TCP-LISTEN:{p1},bind=127.0.0.1,reuseaddr,fork"),
             format!("UNIX-CONNECT:{}", unix_server.display()),
         ]));
         let smid = dir.join("smid");
-        _socat.0.push(socat(&[
+        socats.0.push(socat(&[
             format!("UNIX-LISTEN:{},fork", smid.display()),
             format!("TCP:{server}"),
         ]));
         let p2 = free_port();
-        _socat.0.push(socat(&[
+        socats.0.push(socat(&[
             format!("TCP-LISTEN:{p2},bind=127.0.0.1,reuseaddr,fork"),
             format!("UNIX-CONNECT:{}", smid.display()),
         ]));
@@ -176,40 +246,69 @@ fn main() {
         wait_tcp(a1);
         wait_unix(&smid);
         wait_tcp(a2);
-        rows.push(("socat relay", a1));
-        rows.push(("socat chain", a2));
+        rows.push(("socat-relay", a1));
+        rows.push(("socat-chain", a2));
     } else {
         println!("socat not found at {SOCAT}: skipping the socat rows");
     }
-
-    // Warm up each path once.
-    for (_, addr) in &rows {
-        throughput(*addr, 16 << 20);
-    }
-    // Rounds interleave the paths so that load from other programs spreads over all of
-    // them; each path keeps its best round.
-    const ROUNDS: usize = 5;
-    let mut tput = vec![0.0f64; rows.len()];
-    let mut rate = vec![0.0f64; rows.len()];
-    for _ in 0..ROUNDS {
-        for (i, (_, addr)) in rows.iter().enumerate() {
-            tput[i] = tput[i].max(throughput(*addr, bytes));
-            rate[i] = rate[i].max(setup_rate(*addr, conns));
-        }
-    }
-    println!(
-        "{mib} MiB per throughput run, {conns} sequential connections, best of {ROUNDS} interleaved rounds"
-    );
-    println!("{:<12} {:>10} {:>7} {:>10} {:>7}", "path", "MiB/s", "ratio", "conn/s", "ratio");
-    for (i, (name, _)) in rows.iter().enumerate() {
-        println!(
-            "{name:<12} {:>10.0} {:>6.0}% {:>10.0} {:>6.0}%",
-            tput[i],
-            100.0 * tput[i] / tput[0],
-            rate[i],
-            100.0 * rate[i] / rate[0]
+    if let Some(only) = &args.only {
+        // Without `direct` (when profiling one path) the ratios are against the first path.
+        rows.retain(|(name, _)| only.iter().any(|o| o == name));
+        assert!(
+            !rows.is_empty(),
+            "--only names none of: direct, relay, chain, socat-relay, socat-chain"
         );
     }
-    drop(_socat);
+    let socat_pids: Vec<u32> = socats.0.iter().map(Child::id).collect();
+
+    // Warm-up: threads, pools, socket buffers and the CPU frequency settle.
+    for (_, addr) in &rows {
+        throughput(*addr, bytes.min(256 << 20));
+        setup_rate(*addr, args.conns.min(200));
+    }
+    let n = rows.len();
+    let mut tput = vec![Vec::new(); n];
+    let mut rate = vec![Vec::new(); n];
+    let mut cpu = vec![0.0f64; n];
+    for round in 0..args.rounds {
+        for k in 0..n {
+            let i = (round + k) % n;
+            let addr = rows[i].1;
+            let before = cpu_seconds(&socat_pids);
+            tput[i].push(throughput(addr, bytes));
+            // A socat child's CPU reaches its parent's counters once it is reaped.
+            thread::sleep(Duration::from_millis(30));
+            cpu[i] += cpu_seconds(&socat_pids) - before;
+            rate[i].push(setup_rate(addr, args.conns));
+        }
+    }
+    let ratios = |v: &[Vec<f64>], i: usize| -> Vec<f64> {
+        v[i].iter().zip(&v[0]).map(|(x, d)| 100.0 * x / d).collect()
+    };
+    println!(
+        "{} MiB per throughput run, {} sequential connections per setup run, {} interleaved rounds; \
+         medians, ratio to {} within each round (lowest-highest round)",
+        args.mib, args.conns, args.rounds, rows[0].0
+    );
+    println!(
+        "{:<12} {:>8} {:>6} {:>11} {:>8} {:>8} {:>6} {:>11}",
+        "path", "MiB/s", "ratio", "range", "CPU s/GiB", "conn/s", "ratio", "range"
+    );
+    let gib_moved = (bytes as f64 / f64::from(1u32 << 30)) * args.rounds as f64;
+    for (i, (name, _)) in rows.iter().enumerate() {
+        let (t, r) = (ratios(&tput, i), ratios(&rate, i));
+        let ((tlo, thi), (rlo, rhi)) = (spread(&t), spread(&r));
+        println!(
+            "{name:<12} {:>8.0} {:>5.0}% {:>11} {:>8.2} {:>8.0} {:>5.0}% {:>11}",
+            median(tput[i].clone()),
+            median(t),
+            format!("{tlo:.0}-{thi:.0}%"),
+            cpu[i] / gib_moved,
+            median(rate[i].clone()),
+            median(r),
+            format!("{rlo:.0}-{rhi:.0}%"),
+        );
+    }
+    drop(socats);
     let _ = std::fs::remove_dir_all(&dir);
 }

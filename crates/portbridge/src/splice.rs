@@ -1,6 +1,12 @@
 //! Linux fast path for one direction of a relay: `splice(2)` through a pipe moves bytes from
 //! socket to socket inside the kernel, without copying them through user space.
 //!
+//! The pipe starts at the kernel's default size and grows to [`PIPE_GROWN`] the first time a
+//! splice fills it, so a bulk transfer moves up to a MiB per pair of calls (fewer system
+//! calls and wake-ups of the threads on both sides) while a quiet connection keeps the small
+//! pipe: pipe pages count against a per-user budget (`/proc/sys/fs/pipe-user-pages-soft`),
+//! and a user over it gets tiny pipes for every new one.
+//!
 //! If the kernel refuses splice for these sockets before any byte moved, [`copy`] returns
 //! `None` and the caller falls back to the read/write loop.
 
@@ -8,12 +14,14 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::pump::BUFFER;
 use crate::stream::Stream;
 
-/// Bytes moved per splice call; the pipe is grown to hold them. Pipes count against the
-/// per-user pipe page budget, so this stays modest: two per connection.
-const PIPE: usize = BUFFER;
+/// The size the pipe of a busy direction grows to, then (if that is refused) the fallback:
+/// `/proc/sys/fs/pipe-max-size` is 1 MiB by default, the most an unprivileged process may ask.
+const PIPE_GROWN: [usize; 2] = [1 << 20, 256 * 1024];
+
+/// The pipe size the kernel gives a new pipe when it cannot say (`F_GETPIPE_SZ` failing).
+const PIPE_DEFAULT: usize = 64 * 1024;
 
 /// Copies `from` to `to` until end of stream. `None`: splice is not available here.
 pub(crate) fn copy(
@@ -23,11 +31,10 @@ pub(crate) fn copy(
     total: &AtomicU64,
 ) -> Option<io::Result<()>> {
     let (pipe_r, pipe_w) = pipe().ok()?;
-    // A larger pipe moves more per call; the default (64 KiB) is used if this is refused
-    // (an unprivileged process is limited by /proc/sys/fs/pipe-max-size).
-    // SAFETY: F_SETPIPE_SZ on a pipe descriptor we own; the argument is a plain integer.
-    let grown = unsafe { libc::fcntl(pipe_w.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE as libc::c_int) };
-    let pipe_len = usize::try_from(grown).ok().filter(|n| *n > 0).unwrap_or(BUFFER / 2);
+    // SAFETY: F_GETPIPE_SZ on a pipe descriptor we own; it takes no argument.
+    let size = unsafe { libc::fcntl(pipe_w.as_raw_fd(), libc::F_GETPIPE_SZ) };
+    let mut pipe_len = usize::try_from(size).ok().filter(|n| *n > 0).unwrap_or(PIPE_DEFAULT);
+    let mut may_grow = true;
     let (src, dst) = (from.raw_fd(), to.raw_fd());
     let mut moved_any = false;
     loop {
@@ -38,6 +45,13 @@ pub(crate) fn copy(
             Err(e) => return Some(Err(e)),
         };
         moved_any = true;
+        if may_grow && n == pipe_len {
+            // A full pipe: more was waiting. Grow once; a refusal keeps the current size.
+            may_grow = false;
+            if let Some(grown) = grow(&pipe_w) {
+                pipe_len = grown;
+            }
+        }
         let mut left = n;
         while left > 0 {
             match splice(pipe_r.as_raw_fd(), dst, left) {
@@ -49,6 +63,17 @@ pub(crate) fn copy(
         conn.fetch_add(n as u64, Ordering::Relaxed);
         total.fetch_add(n as u64, Ordering::Relaxed);
     }
+}
+
+/// Grows the pipe to the first size of [`PIPE_GROWN`] the kernel grants; its new size.
+fn grow(pipe: &OwnedFd) -> Option<usize> {
+    PIPE_GROWN.iter().find_map(|want| {
+        let want = libc::c_int::try_from(*want).ok()?;
+        // SAFETY: F_SETPIPE_SZ on a pipe descriptor we own; the argument is a plain integer.
+        // Growing never fails because of the bytes in the pipe (only shrinking can).
+        let got = unsafe { libc::fcntl(pipe.as_raw_fd(), libc::F_SETPIPE_SZ, want) };
+        usize::try_from(got).ok().filter(|n| *n > 0)
+    })
 }
 
 fn splice(from: RawFd, to: RawFd, len: usize) -> io::Result<usize> {

@@ -18,6 +18,17 @@ use crate::error::{Error, Result};
 /// The longest unix socket path `sockaddr_un` holds, without the terminating NUL.
 pub(crate) const MAX_SOCKET_PATH: usize = 103;
 
+/// The send buffer asked for on every unix socket a bridge joins. A unix stream socket has no
+/// receive-side limit: the sender's buffer alone bounds the bytes in flight, and its default
+/// (about 200 KiB on Linux, 8 KiB on macOS) makes the relay on the sending side stop and wait
+/// for the one on the receiving side several times per MiB. Each stop is a pair of thread
+/// wake-ups, and on a machine with fewer cores than busy relay threads a trip through the
+/// scheduler: in an inbound grant's chain (two relays and their unix socket) the default
+/// cost five times the context switches of this size. The kernel caps it at
+/// `net.core.wmem_max`. TCP sockets keep the kernel's auto-tuned buffers (setting a size
+/// turns the tuning off).
+pub(crate) const UNIX_SEND_BUFFER: usize = 1 << 20;
+
 /// A connected stream of either kind.
 #[derive(Debug)]
 pub(crate) enum Stream {
@@ -64,11 +75,15 @@ impl Stream {
     }
 
     /// Prepares a fresh stream: blocking (an accepted socket inherits `O_NONBLOCK` from its
-    /// listener on macOS), no SIGPIPE on macOS, no Nagle delay for TCP.
+    /// listener on macOS), no SIGPIPE on macOS, no Nagle delay for TCP, and for a unix
+    /// socket a send buffer of [`UNIX_SEND_BUFFER`].
     pub(crate) fn prepare(self) -> io::Result<Stream> {
         self.set_nonblocking(false)?;
-        if let Stream::Tcp(s) = &self {
-            s.set_nodelay(true)?;
+        match &self {
+            Stream::Tcp(s) => s.set_nodelay(true)?,
+            // Best effort: the kernel caps it (net.core.wmem_max) and a refusal leaves the
+            // default, which is slower but correct.
+            Stream::Unix(s) => drop(set_send_buffer(s.as_raw_fd(), UNIX_SEND_BUFFER)),
         }
         no_sigpipe(self.raw_fd())?;
         Ok(self)
@@ -96,6 +111,23 @@ impl Write for &Stream {
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
     }
+}
+
+/// Asks for a socket send buffer of `bytes`.
+fn set_send_buffer(fd: RawFd, bytes: usize) -> io::Result<()> {
+    let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    // SAFETY: `fd` is an open socket; the option value points at a live `c_int` whose size is
+    // passed alongside it.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            (&raw const value).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
 
 /// `send` that reports a closed peer as `EPIPE` instead of raising SIGPIPE, which would kill
@@ -294,5 +326,38 @@ impl Drop for UnixSocketFile {
         if ours {
             let _ = std::fs::remove_file(&self.path);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send_buffer(fd: RawFd) -> usize {
+        let mut value: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: `fd` is an open socket; value and len point at live locals of the right size.
+        let rc = unsafe {
+            libc::getsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_SNDBUF,
+                (&raw mut value).cast(),
+                &raw mut len,
+            )
+        };
+        assert_eq!(rc, 0, "{}", io::Error::last_os_error());
+        usize::try_from(value).unwrap()
+    }
+
+    #[test]
+    fn a_prepared_unix_stream_sends_with_a_larger_buffer() {
+        let (plain, other) = UnixStream::pair().unwrap();
+        let default = send_buffer(plain.as_raw_fd());
+        let prepared = Stream::Unix(other).prepare().unwrap();
+        let grown = send_buffer(prepared.raw_fd());
+        // The kernel may cap the size (net.core.wmem_max), never below what was asked of a
+        // default-sized buffer unless the cap is below the default itself.
+        assert!(grown > default || grown >= UNIX_SEND_BUFFER, "{default} -> {grown}");
     }
 }
