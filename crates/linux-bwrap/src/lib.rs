@@ -48,6 +48,7 @@ mod plan;
 #[cfg(target_os = "linux")]
 pub mod probe;
 pub mod seccomp;
+pub mod seccomp_query;
 #[cfg(all(test, target_os = "linux"))]
 mod seccomp_tests;
 #[cfg(target_os = "linux")]
