@@ -158,7 +158,8 @@ pub fn run(args: &RunArgs) -> Result<u8> {
         eprintln!("paddock: note: {n}");
     }
     let facts = facts_for(args.policy.backend);
-    let runtime = crate::runtime_dir::RuntimeDir::create()
+    // `tmp/` only when the plan mounts the task's tmp there (a grant covers /tmp).
+    let runtime = crate::runtime_dir::RuntimeDir::create_with_tmp(!loaded.resolved.private_tmp)
         .context("cannot create the task's runtime directory")?;
     let t = task(&loaded, &args.command, runtime.path().clone())?;
     let plan = backend(args.policy.backend).plan(&loaded.resolved, &t, &facts)?;

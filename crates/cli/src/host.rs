@@ -1,5 +1,7 @@
 //! The real filesystem behind the policy crate's [`Host`] trait.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -62,5 +64,75 @@ impl Host for RealHost {
         let mut out = Vec::new();
         file.take(limit as u64).read_to_end(&mut out).map_err(|e| error(path, &e))?;
         Ok(out)
+    }
+}
+
+/// [`RealHost`] that remembers its `lstat` and `readlink` answers, for one resolution:
+/// canonicalizing each rule walks the same ancestors (`/`, the home directory, the project)
+/// again, which is most of the syscalls on the spawn path. Failures are not remembered.
+/// Use a fresh one per resolution: it never sees changes made after its first answer.
+#[derive(Debug, Default)]
+pub struct CachedHost {
+    kinds: RefCell<HashMap<PathBuf, Option<FileKind>>>,
+    links: RefCell<HashMap<PathBuf, PathBuf>>,
+}
+
+impl Host for CachedHost {
+    fn kind(&self, path: &Path) -> Result<Option<FileKind>, HostError> {
+        if let Some(kind) = self.kinds.borrow().get(path) {
+            return Ok(*kind);
+        }
+        let kind = RealHost.kind(path)?;
+        self.kinds.borrow_mut().insert(path.to_path_buf(), kind);
+        Ok(kind)
+    }
+
+    fn read_link(&self, path: &Path) -> Result<PathBuf, HostError> {
+        if let Some(target) = self.links.borrow().get(path) {
+            return Ok(target.clone());
+        }
+        let target = RealHost.read_link(path)?;
+        self.links.borrow_mut().insert(path.to_path_buf(), target.clone());
+        Ok(target)
+    }
+
+    fn read_dir(&self, path: &Path) -> Result<Vec<OsString>, HostError> {
+        RealHost.read_dir(path)
+    }
+
+    fn read_file(&self, path: &Path, limit: usize) -> Result<Vec<u8>, HostError> {
+        RealHost.read_file(path, limit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cached_answers_match_the_real_ones_and_are_remembered() {
+        let dir = std::env::temp_dir().join(format!("paddock-host-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("f");
+        let link = dir.join("l");
+        std::fs::write(&file, "x").unwrap();
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink("f", &link).unwrap();
+        let cached = CachedHost::default();
+        for p in [&dir, &file, &link, &dir.join("missing")] {
+            assert_eq!(cached.kind(p).unwrap(), RealHost.kind(p).unwrap(), "{}", p.display());
+        }
+        assert_eq!(cached.read_link(&link).unwrap(), PathBuf::from("f"));
+        assert_eq!(cached.read_dir(&dir).unwrap(), RealHost.read_dir(&dir).unwrap());
+        // Remembered: the answers outlive the files.
+        std::fs::remove_file(&file).unwrap();
+        std::fs::remove_file(&link).unwrap();
+        assert_eq!(cached.kind(&file).unwrap(), Some(FileKind::File));
+        assert_eq!(cached.kind(&link).unwrap(), Some(FileKind::Symlink));
+        assert_eq!(cached.read_link(&link).unwrap(), PathBuf::from("f"));
+        assert_eq!(RealHost.kind(&file).unwrap(), None);
+        // Failures are not remembered.
+        assert!(cached.read_link(&file).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -11,7 +11,7 @@ use paddock_policy::{
 };
 
 use crate::args::{ItemizeArg, PolicyArgs};
-use crate::host::RealHost;
+use crate::host::CachedHost;
 
 /// A policy ready to plan from, with what the user should be told about it.
 #[derive(Debug)]
@@ -50,9 +50,11 @@ pub fn load(args: &PolicyArgs) -> Result<Loaded> {
         .ok_or_else(|| anyhow!("HOME is not set to an absolute path; set it so that `~` in a policy means something"))?;
     let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
     let ctx = Context::new(project, home).with_env(env);
-    let (resolved, more) = resolve(&policy, &ctx, &RealHost)?;
+    // One remembering host for the whole resolution: rules share their ancestors.
+    let host = CachedHost::default();
+    let (resolved, more) = resolve(&policy, &ctx, &host)?;
     notes.extend(more);
-    let cwd = paddock_policy::canonicalize(&RealHost, &cwd)?.0;
+    let cwd = paddock_policy::canonicalize(&host, &cwd)?.0;
     Ok(Loaded { resolved, notes, config, cwd })
 }
 

@@ -1,6 +1,7 @@
 //! The per-task runtime directory: a short path (unix socket paths must stay under 108
 //! bytes), mode 0700, holding a lock file kept `flock`ed for the task's life, the
-//! placeholder manifest, and `tmp/` (the task's private tmp when `/tmp` itself is granted).
+//! placeholder manifest, and `tmp/` (the task's private tmp when `/tmp` itself is granted;
+//! only made then, see [`RuntimeDir::create_with_tmp`]).
 //!
 //! Cleanup after a killed run ([`sweep_stale`]) removes only directories whose lock it can
 //! take: a live run holds its lock, and pid liveness lies across pid namespaces (DESIGN
@@ -25,8 +26,16 @@ pub struct RuntimeDir {
 }
 
 impl RuntimeDir {
-    /// Creates a fresh runtime dir under [`base`] and takes its lock.
+    /// Creates a fresh runtime dir under [`base`] with its `tmp/`, and takes its lock.
     pub fn create() -> io::Result<RuntimeDir> {
+        RuntimeDir::create_with_tmp(true)
+    }
+
+    /// Creates a fresh runtime dir under [`base`] and takes its lock; `tmp/` only when
+    /// `with_tmp` (the plan mounts the task's tmp there when `/tmp` itself is granted, and
+    /// nothing uses it otherwise). Each directory costs on the spawn path: on ext4 mounted
+    /// with `discard`, removing one waits for the device.
+    pub fn create_with_tmp(with_tmp: bool) -> io::Result<RuntimeDir> {
         let base = base();
         ensure_private_dir(&base)?;
         for _ in 0..16 {
@@ -40,7 +49,9 @@ impl RuntimeDir {
             if !try_flock(&lock) {
                 return Err(io::Error::other("a fresh runtime dir's lock is already held"));
             }
-            std::fs::DirBuilder::new().mode(0o700).create(path.join("tmp"))?;
+            if with_tmp {
+                std::fs::DirBuilder::new().mode(0o700).create(path.join("tmp"))?;
+            }
             let path = AbsPathBuf::new_lexical(&path)
                 .ok_or_else(|| io::Error::other("runtime dir is not absolute"))?;
             if let Ok(mut current) = CURRENT.lock() {
@@ -216,5 +227,17 @@ mod tests {
         assert!(path.exists());
         drop(dir);
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn tmp_is_made_only_when_asked() {
+        let lean = RuntimeDir::create_with_tmp(false).unwrap();
+        let path = lean.path().as_path().to_path_buf();
+        assert!(path.is_dir() && !path.join("tmp").exists());
+        assert!(path.join(LOCK_FILE).is_file());
+        drop(lean);
+        assert!(!path.exists());
+        let full = RuntimeDir::create_with_tmp(true).unwrap();
+        assert!(full.path().as_path().join("tmp").is_dir());
     }
 }
