@@ -8,8 +8,9 @@
 //!   writing, creating or truncating, `mkdir`, `unlink`, `rename`, `link`, `symlink`,
 //!   `truncate`, the `chmod`/`chown` family, `mknod`) on a path the policy does not make
 //!   writable.
-//! - A **unix-socket denial** is `EPERM`/`EACCES` from `socket(AF_UNIX, ...)` or
-//!   `socketpair(AF_UNIX, ...)`.
+//! - A **unix-socket denial** is `EPERM` from a `socket(AF_UNIX, ...)` or
+//!   `socketpair(AF_UNIX, ...)` that the seccomp filter refuses under this policy (asked of
+//!   the filter's own rules, [`paddock_linux_bwrap::seccomp_query`], never restated here).
 //! - A **network denial** is a `connect` to an internet address that failed because the
 //!   network is not granted (`ENETUNREACH`, `EHOSTUNREACH`, `EACCES`, `EPERM`).
 //!
@@ -24,6 +25,8 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use paddock_linux_bwrap::seccomp::FilterOptions;
+use paddock_linux_bwrap::seccomp_query;
 use paddock_policy::{
     AbsPathBuf, FileKind, Host, NetworkPolicy, ResolvedPolicy, Violation, ViolationKind,
 };
@@ -56,6 +59,8 @@ pub struct Classifier<H: Host> {
     /// Hidden files (file deny anchors): the sandbox shows each as an empty file, so an
     /// open of one succeeds. Each with a finder for its name, to skip other lines cheaply.
     file_anchors: Vec<(memchr::memmem::Finder<'static>, PathBuf)>,
+    /// The seccomp filter's options under this policy (strace runs without the observers).
+    filter: FilterOptions,
 }
 
 #[derive(Debug)]
@@ -70,6 +75,7 @@ impl<H: Host> Classifier<H> {
     /// `default_cwd` (the task's).
     pub fn new(policy: ResolvedPolicy, host: H, default_cwd: &Path) -> Classifier<H> {
         Classifier {
+            filter: seccomp_query::options_for(&policy, false),
             policy,
             host,
             default_cwd: default_cwd.to_path_buf(),
@@ -234,12 +240,8 @@ impl<H: Host> Classifier<H> {
             spelled,
         };
         match name {
-            "socket" | "socketpair" => {
-                let family = call.args().next()?;
-                let unix = matches!(family.raw(), b"AF_UNIX" | b"AF_LOCAL" | b"PF_UNIX" | b"1");
-                (unix && matches!(errno, "EPERM" | "EACCES"))
-                    .then(|| found(ViolationKind::UnixSocket, None, Some("AF_UNIX".into()), None))
-            }
+            "socket" | "socketpair" => (errno == "EPERM" && unix_socket_refused(self.filter, call))
+                .then(|| found(ViolationKind::UnixSocket, None, Some("AF_UNIX".into()), None)),
             "connect" => {
                 if matches!(self.policy.network, NetworkPolicy::On)
                     || !matches!(errno, "ENETUNREACH" | "EHOSTUNREACH" | "EACCES" | "EPERM")
@@ -431,6 +433,43 @@ pub fn inet_target(sockaddr: &Arg<'_>) -> Option<String> {
         }
         _ => None,
     }
+}
+
+/// Whether `call` (a `socket` or `socketpair` as strace shows it) makes an `AF_UNIX` socket
+/// that the seccomp filter built with `opts` refuses. False when its arguments cannot be
+/// read.
+pub fn unix_socket_refused(opts: FilterOptions, call: &Syscall<'_>) -> bool {
+    const AF_UNIX: u64 = 1;
+    let mut args = call.args();
+    let mut next = || args.next().map(|a| socket_constant(a.raw()));
+    let (Some(Some(family)), Some(Some(kind))) = (next(), next()) else { return false };
+    let protocol = next().flatten().unwrap_or(0);
+    family == AF_UNIX && seccomp_query::refuses_socket(opts, &call.name, family, kind, protocol)
+}
+
+/// A `socket` argument as strace prints it: a name, flags joined by `|`, or a number.
+fn socket_constant(raw: &[u8]) -> Option<u64> {
+    raw.split(|b| *b == b'|').try_fold(0u64, |acc, part| {
+        let v = match part {
+            b"AF_UNIX" | b"AF_LOCAL" | b"PF_UNIX" | b"PF_LOCAL" => 1,
+            b"AF_INET" | b"PF_INET" => 2,
+            b"AF_INET6" | b"PF_INET6" => 10,
+            b"AF_NETLINK" | b"PF_NETLINK" => 16,
+            b"SOCK_STREAM" => 1,
+            b"SOCK_DGRAM" => 2,
+            b"SOCK_RAW" => 3,
+            b"SOCK_RDM" => 4,
+            b"SOCK_SEQPACKET" => 5,
+            b"SOCK_NONBLOCK" => 0o4000,
+            b"SOCK_CLOEXEC" => 0o2_000_000,
+            b"IPPROTO_IP" | b"NETLINK_ROUTE" => 0,
+            n => match n.strip_prefix(b"0x") {
+                Some(hex) => u64::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?,
+                None => std::str::from_utf8(n).ok()?.parse().ok()?,
+            },
+        };
+        Some(acc | v)
+    })
 }
 
 #[cfg(test)]

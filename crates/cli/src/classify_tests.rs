@@ -118,9 +118,24 @@ fn links_are_followed_to_the_anchor_and_the_spelling_is_kept() {
     assert_eq!(found[0].spelled.as_deref(), Some(Path::new("/home/u/proj/link/id_ed25519")));
 }
 
+/// The filter's own answer decides: a seqpacket pair is never refused by it (so an `EPERM`
+/// there came from elsewhere), and granted unix sockets are refused by nothing.
+#[test]
+fn a_unix_socket_denial_is_one_the_filter_makes() {
+    let log = r#"10 socket(AF_UNIX, SOCK_STREAM|SOCK_CLOEXEC, 0) = -1 EPERM (Operation not permitted)
+10 socket(AF_LOCAL, SOCK_DGRAM, 0) = -1 EACCES (Permission denied)
+10 socketpair(0x1, 0x2, 0, 0x7fda067fdd70) = -1 EPERM (Operation not permitted)
+10 socketpair(AF_UNIX, SOCK_STREAM, 0, 0x7fda067fdd70) = -1 EPERM (Operation not permitted)
+"#;
+    let found: Vec<_> = classify("", log).iter().map(|f| one(f).2).collect();
+    assert_eq!(found, ["socket", "socketpair"]);
+    assert!(classify("[allow]\nunix-sockets = true\n", log).is_empty());
+}
+
 #[test]
 fn unix_sockets_and_refused_connections() {
     let log = r#"10 socket(AF_UNIX, SOCK_STREAM|SOCK_CLOEXEC, 0) = -1 EPERM (Operation not permitted)
+10 socketpair(AF_UNIX, SOCK_DGRAM|SOCK_CLOEXEC, 0, 0x7fda067fdd70) = -1 EPERM (Operation not permitted)
 10 socketpair(AF_UNIX, SOCK_SEQPACKET|SOCK_CLOEXEC, 0, 0x7fda067fdd70) = -1 EPERM (Operation not permitted)
 10 socket(AF_INET, SOCK_STREAM, IPPROTO_TCP) = 3<TCP:[1]>
 10 connect(3<TCP:[1]>, {sa_family=AF_INET, sin_port=htons(443), sin_addr=inet_addr("93.184.216.34")}, 16) = -1 ENETUNREACH (Network is unreachable)

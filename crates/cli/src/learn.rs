@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, anyhow, bail};
+use paddock_linux_bwrap::seccomp_query;
 use paddock_linux_bwrap::trace::{TraceOptions, wrap};
 use paddock_policy::{
     AbsPathBuf, Backend, Context, Entry, NetworkRule, Origin, Task, UnixSocketsRule, ViolationKind,
@@ -21,7 +22,9 @@ use paddock_policy::{
 use paddock_strace_parse::{Denial, Event, Return};
 
 use crate::args::LearnArgs;
-use crate::classify::{Classifier, inet_target, is_write_intent, sandbox_owned};
+use crate::classify::{
+    Classifier, inet_target, is_write_intent, sandbox_owned, unix_socket_refused,
+};
 use crate::host::RealHost;
 use crate::propose::{Learned, propose};
 use crate::supervise::{RunOptions, run_plan_with};
@@ -62,12 +65,8 @@ impl Observer for Learner {
         }
         match &*call.name {
             "socket" | "socketpair" => {
-                let mut args = call.args();
-                let unix = args.next().is_some_and(|a| matches!(a.raw(), b"AF_UNIX" | b"AF_LOCAL"));
-                let kind = args.next().map_or(&b""[..], |a| a.raw());
-                // The filter refuses any `socket(AF_UNIX)`, and datagram socket pairs.
-                let refused_kind = call.name == "socket" || memchr_any(kind, &[&b"SOCK_DGRAM"[..]]);
-                if unix && refused_kind {
+                // A unix socket the filter refuses when unix sockets are not granted.
+                if unix_socket_refused(seccomp_query::options_without_unix_sockets(), call) {
                     self.seen.unix_sockets += 1;
                 }
             }
@@ -184,8 +183,4 @@ pub fn learn(args: &LearnArgs) -> Result<u8> {
         }
     }
     Ok(u8::try_from(outcome.exit_code.clamp(0, 255)).unwrap_or(125))
-}
-
-fn memchr_any(hay: &[u8], needles: &[&[u8]]) -> bool {
-    needles.iter().any(|n| hay.windows(n.len()).any(|w| w == *n))
 }
