@@ -452,4 +452,76 @@ mod tests {
             assert_eq!(names.0, ["1:openat", "1:unlink", "2:mkdir", "3:chdir"], "chunk {chunk}");
         }
     }
+
+    /// A stand-in for strace: our child, leader of its own group, with a "bwrap" in it.
+    /// Returns the child and the "bwrap"'s pid as the trace would show it.
+    #[allow(clippy::disallowed_methods)] // a test spawns its own stand-in processes
+    fn tracer_stand_in() -> (std::process::Child, u32) {
+        use std::os::unix::process::CommandExt;
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & echo $!; wait"])
+            .process_group(0)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        (child, line.trim().parse().unwrap())
+    }
+
+    fn feed(watch: &mut Watch<Names>, log: &str) {
+        for r in paddock_strace_parse::parse_slice(log.as_bytes()) {
+            if let Record::Event(e) = r {
+                watch.event(&e);
+            }
+        }
+    }
+
+    #[test]
+    fn a_trace_outliving_bwrap_gets_its_tracer_stopped() {
+        use std::os::unix::process::ExitStatusExt;
+        let (mut tracer, top) = tracer_stand_in();
+        let mut watch = Watch::new(Names::default());
+        // bwrap's execve and clone; then bwrap exits, and the trace stays open.
+        feed(
+            &mut watch,
+            &format!(
+                "{top} execve(\"/usr/bin/bwrap\", [\"bwrap\"], 0x1 /* 0 vars */) = 0\n\
+                 {top} clone(child_stack=NULL, flags=CLONE_NEWPID|SIGCHLD) = {top}\n\
+                 {top} +++ exited with 1 +++\n"
+            ),
+        );
+        let status = tracer.wait().unwrap();
+        assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
+        assert!(watch.end());
+        assert_eq!(watch.inner.0, [format!("{top}:execve"), format!("{top}:clone")]);
+    }
+
+    #[test]
+    fn a_trace_ending_with_bwrap_leaves_the_tracer_alone() {
+        let (mut tracer, top) = tracer_stand_in();
+        let mut watch = Watch::new(Names::default());
+        feed(
+            &mut watch,
+            &format!(
+                "{top} execve(\"/usr/bin/bwrap\", [\"bwrap\"], 0x1 /* 0 vars */) = 0\n\
+                 {top} +++ exited with 0 +++\n"
+            ),
+        );
+        // The pipe reached its end within the grace period.
+        assert!(!watch.end());
+        std::thread::sleep(STUCK_GRACE + Duration::from_millis(500));
+        assert!(tracer.try_wait().unwrap().is_none(), "the tracer was stopped");
+        // A trace that never showed bwrap (strace failed to start it) arms nothing.
+        let mut idle = Watch::new(Names::default());
+        feed(&mut idle, &format!("{top} +++ exited with 1 +++\n"));
+        assert!(idle.top.is_none() && idle.state.is_none());
+        // SAFETY: killpg of our own child's group (unreaped, so its id is ours).
+        unsafe { libc::killpg(tracer.id() as libc::pid_t, libc::SIGKILL) };
+        let _ = tracer.wait();
+    }
 }

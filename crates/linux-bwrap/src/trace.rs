@@ -9,20 +9,27 @@
 //! with every other one before it executes the task, so the task cannot write into the log.
 //!
 //! The traced calls are the ones that reveal a denial ([`TRACED_SYSCALLS`]) plus the ones a
-//! classifier needs to follow working directories (`chdir`, `fchdir`, the `clone` family).
+//! classifier needs to follow working directories (`chdir`, `fchdir`, the `clone` family),
+//! and one for speed (`set_robust_list`, see there).
 //! `-y` decorates descriptors (and `AT_FDCWD`) with the paths they stand for (not `-yy`:
 //! its socket details cost a netlink query per socket and serve no classification).
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 
 use paddock_policy::{AbsPathBuf, SpawnPlan};
 
-/// The calls traced: those that reveal denials, and those that move working directories.
-/// A `?` prefix tells strace to skip a name its version does not know.
+/// The calls traced: those that reveal denials, those that move working directories, and
+/// `set_robust_list`. A `?` prefix tells strace to skip a name its version does not know.
+///
+/// `set_robust_list` reveals nothing; it is there for speed. With `--seccomp-bpf`, strace
+/// learns that a new thread or process carries its filter only at that task's first
+/// traced call, and until then stops it at every call (`PTRACE_SYSCALL`). glibc calls
+/// `set_robust_list` first thing in every new thread and forked child, so each one costs one
+/// stop instead of one per call (a `git status` thread doing thousands of `lstat`s).
 pub const TRACED_SYSCALLS: &str = "open,openat,?openat2,creat,mkdir,mkdirat,unlink,unlinkat,rmdir,\
 rename,renameat,?renameat2,link,linkat,symlink,symlinkat,truncate,chmod,fchmodat,?fchmodat2,\
 chown,lchown,fchownat,mknod,mknodat,execve,?execveat,connect,bind,socket,socketpair,chdir,fchdir,\
-clone,?clone3,fork,vfork";
+clone,?clone3,fork,vfork,set_robust_list";
 
 /// How to trace.
 #[derive(Clone, Debug)]
@@ -45,13 +52,12 @@ pub struct Traced {
     pub fd: i32,
 }
 
-/// Wraps `plan` in strace. The trace descriptor is the first number above every descriptor
-/// the plan already hands its child, so it collides with none of them.
-pub fn wrap(mut plan: SpawnPlan, opts: &TraceOptions) -> Traced {
-    let highest = plan.payloads.iter().map(|p| p.fd).chain(plan.signal_fd).max().unwrap_or(2);
-    let fd = highest.max(2) + 1;
-    let mut argv: Vec<OsString> = vec!["strace".into(), "-f".into()];
-    if opts.seccomp_bpf {
+/// strace's options for tracing the way paddock does ([`TraceOptions::seccomp_bpf`]), with
+/// the log written to `log`, ending with `--` (the traced command follows). Benchmarks use
+/// it for a plain-strace baseline that traces exactly what paddock traces.
+pub fn strace_options(seccomp_bpf: bool, log: &OsStr) -> Vec<OsString> {
+    let mut argv: Vec<OsString> = vec!["-f".into()];
+    if seccomp_bpf {
         argv.push("--seccomp-bpf".into());
     }
     argv.extend(
@@ -64,11 +70,21 @@ pub fn wrap(mut plan: SpawnPlan, opts: &TraceOptions) -> Traced {
             "-e",
             &format!("trace={TRACED_SYSCALLS}"),
             "-o",
-            &format!("/proc/self/fd/{fd}"),
-            "--",
         ]
         .map(OsString::from),
     );
+    argv.push(log.to_os_string());
+    argv.push("--".into());
+    argv
+}
+
+/// Wraps `plan` in strace. The trace descriptor is the first number above every descriptor
+/// the plan already hands its child, so it collides with none of them.
+pub fn wrap(mut plan: SpawnPlan, opts: &TraceOptions) -> Traced {
+    let highest = plan.payloads.iter().map(|p| p.fd).chain(plan.signal_fd).max().unwrap_or(2);
+    let fd = highest.max(2) + 1;
+    let mut argv: Vec<OsString> = vec!["strace".into()];
+    argv.extend(strace_options(opts.seccomp_bpf, OsStr::new(&format!("/proc/self/fd/{fd}"))));
     argv.push(plan.program.as_os_str().to_os_string());
     argv.extend(plan.argv.iter().skip(1).cloned());
     plan.argv = argv;
