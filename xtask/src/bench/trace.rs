@@ -125,9 +125,9 @@ fn options() -> Result<Options> {
             }
             "--quick" => opts.rounds = 2,
             "--only" => opts.only = Some(it.next().context("--only NAME")?.clone()),
-            other => bail!(
-                "bench trace: unknown argument {other}; use --rounds N, --quick, --only NAME"
-            ),
+            other => {
+                bail!("bench trace: unknown argument {other}; use --rounds N, --quick, --only NAME")
+            }
         }
     }
     Ok(opts)
@@ -180,8 +180,8 @@ pub fn trace(root: &Path) -> Result<()> {
                     _ => &mut c,
                 };
                 c.args(&w.argv).current_dir(&w.project);
-                let (wall, cpu) = timed(&mut c)
-                    .with_context(|| format!("{} under {}", w.name, config.name()))?;
+                let (wall, cpu) =
+                    timed(&mut c).with_context(|| format!("{} under {}", w.name, config.name()))?;
                 if round == 0 {
                     continue; // warm-up
                 }
@@ -313,12 +313,7 @@ fn workloads(base: &Path) -> Result<Vec<Workload>> {
         out.push(Workload {
             name: "python imports",
             project: repo.clone(),
-            argv: vec![
-                python.into(),
-                "-S".into(),
-                "-c".into(),
-                format!("import {MODULES}").into(),
-            ],
+            argv: vec![python.into(), "-S".into(), "-c".into(), format!("import {MODULES}").into()],
         });
         let writes = base.join("writes");
         std::fs::create_dir_all(writes.join("w"))?;
