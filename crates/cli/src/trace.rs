@@ -158,9 +158,9 @@ impl<O> Watch<O> {
                 std::thread::sleep(STUCK_GRACE);
                 if !state.ended.load(SeqCst) && is_our_child(group) {
                     state.stopped.store(true, SeqCst);
-                    // SAFETY: killpg with integers. The group's leader is our child (checked
-                    // just now) and still holds the trace open, so it is not reaped and the
-                    // id cannot have been reused.
+                    // SAFETY: killpg with integers. The group's leader is our child, unreaped
+                    // (checked just now, and the runner reaps it only after it ends): the id
+                    // is still its own.
                     unsafe { libc::killpg(group, libc::SIGKILL) };
                 }
             });
@@ -183,8 +183,8 @@ impl<O: Observer> Observer for Watch<O> {
     fn event(&mut self, event: &Event<'_>) {
         if let Some(pid) = event.pid.filter(|_| self.top.is_some() || event.syscall().is_some()) {
             let top = *self.top.get_or_insert_with(|| {
-                // The first line is bwrap's own execve: bwrap is traced, so its group is
-                // the tracer's (if it has not died already; see `group`).
+                // The first call is bwrap's own execve: bwrap is traced, so its group is
+                // the tracer's (unless bwrap is gone already: then its children name it).
                 (pid, libc::pid_t::try_from(pid).ok().and_then(tracer_group))
             });
             if top.0 == pid {
