@@ -14,12 +14,21 @@
 //! SIGCHLD) and before the task execs: the child waits on a gate pipe until they listen, so
 //! the task's first connection finds them. They stop when the task is done.
 //!
+//! `--itemize observe` ([`crate::notify`]): when the payload has a record descriptor, the
+//! child also installs the notification filter after the main one, with a new listener, and
+//! passes the listener up a socket pair prepared before the fork (kept at fd 3 through the
+//! descriptor sweep). The supervisor serves it on a thread and acknowledges; only then does
+//! the child close its copies and exec. No listener, no task: installing the filter failing
+//! (a listener already in the chain: `EBUSY`; a kernel before 5.0) or the supervisor failing
+//! to serve it is exit 125, because `socket(AF_UNIX)` is refused by that filter alone.
+//!
 //! Exit codes of its own: 125 (supervisor error, the task never ran), 126 (found but not
 //! executable), 127 (not found), as a shell would.
 
 use std::ffi::{CString, OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
+use crate::notify;
 use crate::payload::{SandboxRelay, SupervisorPayload};
 use crate::seccomp;
 
@@ -86,7 +95,21 @@ struct Prepared {
     /// The gate pipe (read, write): the child closes its copy of the write end and waits
     /// for EOF on the read end before it runs anything.
     gate: Option<(i32, i32)>,
+    /// `--itemize observe`: the notification program and the socket pair (child's end,
+    /// supervisor's end) the listener travels on.
+    notify: Option<NotifyPrep>,
 }
+
+/// The notification filter, prepared before the fork.
+struct NotifyPrep {
+    program: Vec<libc::sock_filter>,
+    child_sock: i32,
+    parent_sock: i32,
+}
+
+/// The descriptor the child keeps its end of the listener socket pair on while it sweeps
+/// every other descriptor above 2.
+const NOTIFY_SOCK_FD: i32 = 3;
 
 fn prepare(payload: &SupervisorPayload, bpf: Vec<u8>) -> Result<Prepared, String> {
     let program = payload.program.0.clone();
@@ -122,7 +145,57 @@ fn prepare(payload: &SupervisorPayload, bpf: Vec<u8>) -> Result<Prepared, String
             })
             .collect::<Result<Vec<_>, _>>()?
     };
-    Ok(Prepared { candidates, argv, env, cwd: cstring(&payload.cwd.0)?, bpf, program, gate: None })
+    Ok(Prepared {
+        candidates,
+        argv,
+        env,
+        cwd: cstring(&payload.cwd.0)?,
+        bpf,
+        program,
+        gate: None,
+        notify: None,
+    })
+}
+
+/// Takes the record descriptor and prepares the notification filter and its socket pair.
+fn prepare_notify(
+    payload: &SupervisorPayload,
+    record_fd: i32,
+) -> Result<(NotifyPrep, std::fs::File, notify::filter::Options), String> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: F_GETFD/F_SETFD on a descriptor number; a closed one fails with EBADF.
+    if unsafe { libc::fcntl(record_fd, libc::F_SETFD, libc::FD_CLOEXEC) } != 0 {
+        return Err(format!(
+            "the record descriptor {record_fd} is not open: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: the runner handed this descriptor to the supervisor alone; the child's sweep
+    // closes its copy before exec.
+    let records = unsafe { std::fs::File::from_raw_fd(record_fd) };
+    let opts = notify::filter::Options {
+        record_connects: payload.record_connects,
+        refuse_unix_sockets: payload.refuse_unix_sockets,
+    };
+    let mut pair = [0; 2];
+    // SAFETY: a valid two-int array; the result is checked.
+    if unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            pair.as_mut_ptr(),
+        )
+    } != 0
+    {
+        return Err(format!("socketpair: {}", std::io::Error::last_os_error()));
+    }
+    let prep = NotifyPrep {
+        program: notify::filter::program(opts),
+        child_sock: pair[0],
+        parent_sock: pair[1],
+    };
+    Ok((prep, records, opts))
 }
 
 fn run(args: &[OsString]) -> Result<i32, String> {
@@ -139,6 +212,12 @@ fn run(args: &[OsString]) -> Result<i32, String> {
         return Err("the seccomp program is empty; refusing to run the task unfiltered".to_owned());
     }
     let mut prepared = prepare(&payload, bpf)?;
+    let mut notify_setup = None;
+    if let Some(record_fd) = payload.record_fd {
+        let (prep, records, opts) = prepare_notify(&payload, record_fd)?;
+        prepared.notify = Some(prep);
+        notify_setup = Some((records, opts));
+    }
     let signal_fd = payload.signal_fd;
     let gate_write = if payload.relays.is_empty() {
         None
@@ -195,6 +274,10 @@ fn run(args: &[OsString]) -> Result<i32, String> {
             started?
         }
     };
+    let notifier = match (&prepared.notify, notify_setup) {
+        (Some(prep), Some((records, opts))) => Some(serve_notifications(pid, prep, records, opts)?),
+        _ => None,
+    };
     // SAFETY: setpgid on our own child; failing (it already exec'd and did it) is harmless.
     // The write tells the runner the sandbox is up; a closed channel is not an error.
     unsafe {
@@ -204,9 +287,47 @@ fn run(args: &[OsString]) -> Result<i32, String> {
         }
     }
     let code = supervise(pid, sfd, signal_fd);
+    if let Some(server) = notifier.flatten() {
+        // Bounded: a record write stuck on a full pipe must not keep the sandbox alive.
+        server.stop(std::time::Duration::from_secs(1));
+    }
     // Stopping joins the relays' threads and removes the sockets the supervisor served.
     drop(relays);
     Ok(code)
+}
+
+/// Receives the child's listener, starts serving it and lets the child go on. `Ok(None)`:
+/// the child died before sending it (its own message and exit code tell why). Any other
+/// failure kills the child before it runs the task.
+fn serve_notifications(
+    pid: libc::pid_t,
+    prep: &NotifyPrep,
+    records: std::fs::File,
+    opts: notify::filter::Options,
+) -> Result<Option<notify::serve::Server>, String> {
+    // SAFETY: closing the supervisor's copy of the child's end: EOF if the child dies.
+    unsafe { libc::close(prep.child_sock) };
+    let started = notify::fdpass::recv_fd(prep.parent_sock)
+        .map_err(|e| format!("cannot receive the notification listener: {e}"))
+        .and_then(|listener| match listener {
+            None => Ok(None),
+            Some(listener) => notify::serve::Server::start(listener, records, opts)
+                .map(Some)
+                .map_err(|e| format!("cannot serve the write notifications: {e}")),
+        })
+        .and_then(|server| match server {
+            Some(server) => notify::fdpass::ack(prep.parent_sock)
+                .map(|()| Some(server))
+                .map_err(|e| format!("cannot release the task: {e}")),
+            None => Ok(None),
+        });
+    if started.is_err() {
+        // SAFETY: killing our own child, which waits for the acknowledgement.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    // SAFETY: closing our end: the child has what it needs (or is dead).
+    unsafe { libc::close(prep.parent_sock) };
+    started
 }
 
 /// Starts the payload's relays, all or none.
@@ -234,6 +355,56 @@ fn start_relays(relays: &[SandboxRelay]) -> Result<Vec<paddock_portbridge::Relay
     Ok(handles)
 }
 
+/// The child's side of the notification setup: installs the filter with a listener, sends
+/// it up fd 3, waits for the supervisor to serve it, and closes both. Exits 125 on any
+/// failure. No allocation.
+fn install_notify(program: &[libc::sock_filter]) {
+    fn fail(what: &[u8], errno: i32) -> ! {
+        let mut msg = [0u8; 256];
+        let mut len = 0;
+        for part in [b"paddock: cannot ".as_slice(), what, b" (errno ".as_slice()] {
+            msg[len..len + part.len()].copy_from_slice(part);
+            len += part.len();
+        }
+        let mut digits = [0u8; 12];
+        let mut n = errno.unsigned_abs();
+        let mut i = digits.len();
+        loop {
+            i -= 1;
+            digits[i] = b'0' + u8::try_from(n % 10).unwrap_or(0);
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        for part in
+            [&digits[i..], b"); unix sockets depend on it; the task was not run\n".as_slice()]
+        {
+            msg[len..len + part.len()].copy_from_slice(part);
+            len += part.len();
+        }
+        // SAFETY: write and _exit are async-signal-safe; the buffer is valid.
+        unsafe {
+            libc::write(2, msg.as_ptr().cast(), len);
+            libc::_exit(EXIT_SUPERVISOR)
+        }
+    }
+    let listener = match notify::filter::install(program) {
+        Ok(fd) => fd,
+        Err(errno) => fail(b"install the write-notification filter", errno),
+    };
+    if let Err(errno) = notify::fdpass::send_fd(NOTIFY_SOCK_FD, listener) {
+        fail(b"pass the notification listener to the supervisor", errno);
+    }
+    // SAFETY: closing our copy: the supervisor holds the listener now.
+    unsafe { libc::close(listener) };
+    if !notify::fdpass::wait_ack(NOTIFY_SOCK_FD) {
+        fail(b"start the write notifications in the supervisor", 0);
+    }
+    // SAFETY: closing the socket pair's end; nothing of it reaches the task.
+    unsafe { libc::close(NOTIFY_SOCK_FD) };
+}
+
 /// The task's side of the fork. Never returns.
 fn child(p: &Prepared, mask: &libc::sigset_t) -> ! {
     fn die(code: i32, msg: &[u8]) -> ! {
@@ -258,9 +429,20 @@ fn child(p: &Prepared, mask: &libc::sigset_t) -> ! {
         if libc::chdir(p.cwd.as_ptr()) != 0 {
             die(EXIT_SUPERVISOR, b"paddock: cannot enter the working directory inside the sandbox; is it readable under the policy (grant it with allow.read)?\n");
         }
-        // Every descriptor above 2 goes: payloads, the signal pipe, the signalfd (SEC-09, FSR-06).
-        if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) != 0 {
-            for fd in 3..1024 {
+        // Every descriptor above 2 goes: payloads, the signal pipe, the signalfd, the record
+        // descriptor (SEC-09, FSR-06); the listener's socket stays at fd 3 until exec.
+        let mut first = 3;
+        if let Some(n) = &p.notify {
+            if n.child_sock != NOTIFY_SOCK_FD && libc::dup2(n.child_sock, NOTIFY_SOCK_FD) < 0 {
+                die(
+                    EXIT_SUPERVISOR,
+                    b"paddock: cannot keep the notification socket; the task was not run\n",
+                );
+            }
+            first = NOTIFY_SOCK_FD + 1;
+        }
+        if libc::syscall(libc::SYS_close_range, first as u32, u32::MAX, 0u32) != 0 {
+            for fd in first..1024 {
                 libc::close(fd);
             }
         }
@@ -269,6 +451,9 @@ fn child(p: &Prepared, mask: &libc::sigset_t) -> ! {
         let mut msg = format!("paddock: {e}; the task was not run\n").into_bytes();
         msg.truncate(512);
         die(EXIT_SUPERVISOR, &msg);
+    }
+    if let Some(n) = &p.notify {
+        install_notify(&n.program);
     }
     let mut argv: Vec<*const libc::c_char> = p.argv.iter().map(|a| a.as_ptr()).collect();
     argv.push(std::ptr::null());

@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed step is a failed test
 
+mod notify;
 mod probe;
 
 use std::ffi::OsString;
@@ -25,6 +26,7 @@ pub fn main() -> i32 {
     match args.get(1).and_then(|a| a.to_str()) {
         Some("__supervise") => return paddock_linux_bwrap::supervisor::main_from_args(&args[2..]),
         Some("__probe") => return probe::main(&args[2..]),
+        Some("__nprobe") => return notify::probe(&args[2..]),
         Some("__run_sleep") => return run_sleep(&args[2..]),
         _ => {}
     }
@@ -41,7 +43,7 @@ pub fn main() -> i32 {
             panic!("bubblewrap tests are required here (CI) but cannot run: {reason}");
         }
         println!("SKIPPED: the bubblewrap tests: {reason}");
-        println!("0 passed, 0 failed, {} skipped", TESTS.len());
+        println!("0 passed, 0 failed, {} skipped", TESTS.len() + notify::TESTS.len());
         return 0;
     }
     // A descriptor the runner holds without close-on-exec, and a secret in its environment:
@@ -55,7 +57,7 @@ pub fn main() -> i32 {
     let _ = leak;
 
     let (mut passed, mut failed) = (0, 0);
-    for (name, test) in TESTS {
+    for (name, test) in TESTS.iter().chain(notify::TESTS) {
         if filter.as_deref().is_some_and(|f| !name.contains(f)) {
             continue;
         }

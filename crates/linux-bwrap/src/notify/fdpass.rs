@@ -1,0 +1,109 @@
+//! Passing the listener descriptor from the task child to the supervisor over a socket pair
+//! (`SCM_RIGHTS`), and the one-byte acknowledgement back. The child's side allocates nothing
+//! (it runs between `fork` and `exec` of a multi-threaded process).
+
+use std::os::fd::{FromRawFd, OwnedFd};
+
+/// A control buffer big enough for one descriptor, aligned for `cmsghdr`.
+#[repr(C, align(8))]
+struct Control([u8; 64]);
+
+/// Sends `fd` over `sock` with one data byte. Returns the errno on failure. No allocation.
+pub fn send_fd(sock: i32, fd: i32) -> Result<(), i32> {
+    let mut byte = [b'L'];
+    let mut control = Control([0; 64]);
+    let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
+    // SAFETY: msghdr is plain data; every pointer set below points into live stack buffers,
+    // and CMSG_SPACE(4) is well under the 64 bytes of `control`.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &raw mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.0.as_mut_ptr().cast();
+        msg.msg_controllen = libc::CMSG_SPACE(4) as _;
+        let cmsg = libc::CMSG_FIRSTHDR(&raw const msg);
+        if cmsg.is_null() {
+            return Err(libc::EINVAL);
+        }
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(4) as _;
+        std::ptr::copy_nonoverlapping((&raw const fd).cast::<u8>(), libc::CMSG_DATA(cmsg), 4);
+        loop {
+            if libc::sendmsg(sock, &raw const msg, libc::MSG_NOSIGNAL) == 1 {
+                return Ok(());
+            }
+            let err = *libc::__errno_location();
+            if err != libc::EINTR {
+                return Err(err);
+            }
+        }
+    }
+}
+
+/// Receives a descriptor sent by [`send_fd`]. `Ok(None)`: the peer closed without sending
+/// (the child died before installing its filter).
+pub fn recv_fd(sock: i32) -> std::io::Result<Option<OwnedFd>> {
+    let mut byte = [0u8];
+    let mut control = Control([0; 64]);
+    let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
+    // SAFETY: as in `send_fd`; the received descriptor is taken into an OwnedFd once.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &raw mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.0.as_mut_ptr().cast();
+        msg.msg_controllen = control.0.len() as _;
+        let n = loop {
+            let n = libc::recvmsg(sock, &raw mut msg, libc::MSG_CMSG_CLOEXEC);
+            if n >= 0 {
+                break n;
+            }
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() != Some(libc::EINTR) {
+                return Err(err);
+            }
+        };
+        if n == 0 {
+            return Ok(None);
+        }
+        let cmsg = libc::CMSG_FIRSTHDR(&raw const msg);
+        if cmsg.is_null()
+            || (*cmsg).cmsg_level != libc::SOL_SOCKET
+            || (*cmsg).cmsg_type != libc::SCM_RIGHTS
+            || msg.msg_flags & libc::MSG_CTRUNC != 0
+        {
+            return Err(std::io::Error::other("no descriptor in the message"));
+        }
+        let mut fd = -1i32;
+        std::ptr::copy_nonoverlapping(libc::CMSG_DATA(cmsg), (&raw mut fd).cast::<u8>(), 4);
+        if fd < 0 {
+            return Err(std::io::Error::other("an invalid descriptor in the message"));
+        }
+        Ok(Some(OwnedFd::from_raw_fd(fd)))
+    }
+}
+
+/// The child's wait for the supervisor's acknowledgement: `true` once the byte arrived,
+/// `false` on EOF (the supervisor could not serve). No allocation.
+pub fn wait_ack(sock: i32) -> bool {
+    let mut byte = 0u8;
+    loop {
+        // SAFETY: reading one byte into a valid buffer.
+        let n = unsafe { libc::read(sock, (&raw mut byte).cast(), 1) };
+        if n == 1 {
+            return true;
+        }
+        // SAFETY: reading this thread's errno.
+        if n == 0 || unsafe { *libc::__errno_location() } != libc::EINTR {
+            return false;
+        }
+    }
+}
+
+/// The supervisor's acknowledgement.
+pub fn ack(sock: i32) -> std::io::Result<()> {
+    // SAFETY: writing one byte from a valid buffer.
+    let n = unsafe { libc::send(sock, [b'A'].as_ptr().cast(), 1, libc::MSG_NOSIGNAL) };
+    if n == 1 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+}
