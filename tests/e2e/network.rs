@@ -623,7 +623,7 @@ fn a_granted_name_resolving_into_the_lan_needs_that_ip_granted() {
         ];
         let ops: Vec<&str> = ops.iter().map(String::as_str).collect();
         let flags = ["--itemize", "off", "--network", "lan.test,mixed.test"];
-        let (all, report, _) = probe_report(&s, &flags, &ops);
+        let (all, report, out) = probe_report(&s, &flags, &ops);
         assert!(detail(&all, "http", &get).starts_with("HTTP/1.1 403"), "{all:?}");
         assert!(detail(&all, "proxy-connect", &mixed).starts_with("HTTP/1.1 403"), "{all:?}");
         assert_denied(&all, "connect", &format!("10.77.0.1:{p}"), &[ENETUNREACH]);
@@ -635,6 +635,10 @@ fn a_granted_name_resolving_into_the_lan_needs_that_ip_granted() {
         // Refused after the lookup, not before: the names were resolved.
         let queries = lab.queries();
         assert!(queries.iter().any(|q| q == "lan.test"), "{queries:?}");
+        // The summary says "allow with allow.network", which the name is already in; why
+        // it was refused is said too.
+        let why = format!("refused lan.test:{p}: resolves to the internal address 10.77.0.1");
+        assert!(stderr(&out).contains(&why), "{}", stderr(&out));
 
         // Granting the LAN address itself lets the name through.
         let flags = ["--itemize", "off", "--network", &format!("lan.test,10.77.0.1:{p}")];

@@ -21,8 +21,8 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use paddock_policy::{BridgeSpec, ReportFilter, ResolvedPolicy, SpawnPlan, Violation};
 use paddock_portbridge::{
-    Proxy, ProxyOptions, RelayHandle, RelayOptions, SystemResolver, TaskHandle, TaskRules,
-    TcpToUnix, UnixToTcp,
+    Proxy, ProxyOptions, Refusal, RefusalReason, RelayHandle, RelayOptions, SystemResolver,
+    TaskHandle, TaskRules, TcpToUnix, UnixToTcp,
 };
 
 /// The running host ends of a plan's bridges.
@@ -86,13 +86,45 @@ impl Bridges {
 
     /// Stops everything and returns the proxy's refusals as network violations, less those
     /// `ignore.network` silences (they were refused all the same).
+    ///
+    /// A violation has no place for the proxy's reason, and the run's summary suggests
+    /// `allow.network` for every refused destination. Where that is not the cure (a granted
+    /// name that resolved into the LAN, a `deny.network` match, a TLS server name that
+    /// differs from the tunnel's), the reason is printed here, at most [`MAX_REASONS`] lines.
     pub fn stop(mut self, policy: &ResolvedPolicy) -> Vec<Violation> {
         self.relays.clear();
         let refusals = self.task.take().map(TaskHandle::stop).unwrap_or_default();
         drop(self.proxy.take());
         let filter = ReportFilter::new(policy);
-        refusals.into_iter().map(|r| r.violation).filter(|v| filter.keep(v, None)).collect()
+        let kept: Vec<Refusal> =
+            refusals.into_iter().filter(|r| filter.keep(&r.violation, None)).collect();
+        for line in reason_lines(&kept) {
+            eprintln!("paddock: {line}");
+        }
+        kept.into_iter().map(|r| r.violation).collect()
     }
+}
+
+/// Lines printed for refusals whose reason the summary would not tell.
+const MAX_REASONS: usize = 10;
+
+fn reason_lines(refusals: &[Refusal]) -> Vec<String> {
+    let telling: Vec<&Refusal> = refusals
+        .iter()
+        .filter(|r| !matches!(r.reason, RefusalReason::NotAllowed | RefusalReason::IpNotListed))
+        .collect();
+    let mut lines: Vec<String> = telling
+        .iter()
+        .take(MAX_REASONS)
+        .map(|r| {
+            let target = r.violation.target.as_deref().unwrap_or("(unknown)");
+            format!("the proxy refused {}: {}", target.escape_debug(), r.reason)
+        })
+        .collect();
+    if telling.len() > MAX_REASONS {
+        lines.push(format!("the proxy refused {} more destinations", telling.len() - MAX_REASONS));
+    }
+    lines
 }
 
 /// Creates the directory of a bridge socket (in the runtime dir), private.
@@ -102,5 +134,45 @@ fn socket_dir(socket: &Path) -> Result<()> {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
         Err(e) => Err(e).with_context(|| format!("cannot create {}", dir.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use paddock_policy::ViolationKind;
+
+    fn refusal(target: &str, reason: RefusalReason) -> Refusal {
+        let violation = Violation {
+            kind: ViolationKind::Network,
+            path: None,
+            target: Some(target.to_owned()),
+            syscall: None,
+            errno: None,
+            count: 1,
+        };
+        Refusal { violation, reason }
+    }
+
+    #[test]
+    fn reasons_the_summary_does_not_tell_are_printed_and_capped() {
+        let ip = "10.0.0.7".parse().unwrap();
+        let mut all = vec![
+            refusal("a.test:443", RefusalReason::NotAllowed),
+            refusal("10.0.0.9:80", RefusalReason::IpNotListed),
+            refusal("lan.test:80", RefusalReason::InternalAddress { ip }),
+        ];
+        assert_eq!(
+            reason_lines(&all),
+            ["the proxy refused lan.test:80: resolves to the internal address 10.0.0.7, \
+              which allow.network does not list"]
+        );
+        for i in 0..MAX_REASONS + 2 {
+            let pattern = format!("x{i}.test");
+            all.push(refusal(&format!("{pattern}:1"), RefusalReason::Denied { pattern }));
+        }
+        let lines = reason_lines(&all);
+        assert_eq!(lines.len(), MAX_REASONS + 1);
+        assert_eq!(lines[MAX_REASONS], "the proxy refused 3 more destinations");
     }
 }
