@@ -601,6 +601,30 @@ fn net03_refused_names_are_never_looked_up() {
         // What the proxy reports for the refused name: both requests, one destination.
         assert_eq!(network_count(&report, &format!("c4n4ry.exfil.test:{k}")), 2, "{report}");
         assert_eq!(network_targets(&report).len(), 1, "{report}");
+
+        // SOCKS5 with a domain (remote DNS): a failure reply for the refused name, success
+        // for the granted one, and still no lookup of the refused name.
+        if !Path::new("/usr/bin/python3").exists() {
+            eprintln!("SKIPPED: NET-03's SOCKS5 client is python3");
+            return;
+        }
+        let socks = format!(
+            "import socket\n\
+             for name, port in ((b'c4n4ry.exfil.test', {k}), (b'allowed.test', {a})):\n \
+             s = socket.create_connection(('127.0.0.1', 3128), 5)\n \
+             s.sendall(b'\\x05\\x01\\x00'); s.recv(2)\n \
+             s.sendall(b'\\x05\\x01\\x00\\x03' + bytes([len(name)]) + name + port.to_bytes(2, 'big'))\n \
+             print(s.recv(10)[1])\n"
+        );
+        let out = s
+            .paddock()
+            .args(["run", "--itemize", "off", "--network", "allowed.test", "--"])
+            .args(["/usr/bin/python3", "-c", &socks])
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "2\n0\n", "{}", stderr(&out));
+        assert!(!lab.queries().iter().any(|q| q.ends_with("exfil.test")), "{:?}", lab.queries());
+        assert_eq!((sinkhole.hits(), allowed.hits()), (0, 2));
     });
 }
 
