@@ -15,7 +15,7 @@
 //! next to it. CPU is the whole benchmark's (client, sink, relays, socat) per GiB moved.
 //!
 //! Run with `cargo run --release -p paddock-portbridge --example bridge_bench -- [MIB]
-//! [CONNS] [ROUNDS] [--only PATH,PATH]` (defaults: 1024 MiB, 2000 connections, 7 rounds).
+//! [CONNS] [ROUNDS] [--only PATH,PATH]` (defaults: 512 MiB, 1000 connections, 9 rounds).
 
 #![allow(clippy::expect_used)] // A benchmark program: a failed setup step ends it with its message.
 
@@ -185,7 +185,7 @@ struct Args {
 }
 
 fn parse_args() -> Args {
-    let mut args = Args { mib: 1024, conns: 2000, rounds: 7, only: None };
+    let mut args = Args { mib: 512, conns: 1000, rounds: 9, only: None };
     let mut positional = 0;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
