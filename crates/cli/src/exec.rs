@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use anyhow::{Context, Result, bail};
+use paddock_linux_bwrap::observe_fs::ObserverMount;
 use paddock_policy::{Placeholder, SpawnPlan};
 
 /// The byte the supervisor sends up the signal channel once the task has started.
@@ -56,18 +57,23 @@ pub enum Output {
 /// Spawns `plan`. `runtime_dir`, when given, receives the placeholder manifest before any
 /// placeholder is created.
 pub fn spawn(plan: &SpawnPlan, output: Output, runtime_dir: Option<&Path>) -> Result<Spawned> {
-    spawn_with(plan, output, runtime_dir, Vec::new())
+    spawn_with(plan, output, runtime_dir, Vec::new(), None)
 }
 
 /// [`spawn`], also handing the child each `(descriptor, target)` of `extra` (a tracer's log
 /// pipe). A child given extra descriptors is a tracer wrapping the sandbox: it gets
 /// `SIGKILL` when the runner dies (`PR_SET_PDEATHSIG`), as bwrap does with
 /// `--die-with-parent`, so that a `kill -9` of paddock takes the tracer and the sandbox.
+///
+/// With `observer` (`--itemize observe`), the child first enters the observer's private
+/// namespace and mounts it ([`ObserverMount::enter`]), before any descriptor is moved, so
+/// that bwrap starts nested in that namespace.
 pub fn spawn_with(
     plan: &SpawnPlan,
     output: Output,
     runtime_dir: Option<&Path>,
     extra: Vec<(OwnedFd, RawFd)>,
+    observer: Option<&ObserverMount>,
 ) -> Result<Spawned> {
     let placeholders = Placeholders::create(&plan.placeholders, runtime_dir)?;
 
@@ -113,10 +119,15 @@ pub fn spawn_with(
         Output::Piped => cmd.stdout(Stdio::piped()).stderr(Stdio::piped()),
     };
     cmd.process_group(0);
-    // SAFETY: the closure makes only async-signal-safe syscalls (prctl, fcntl, dup2,
-    // close_range) on data prepared before the fork, and allocates nothing.
+    let observer = observer.cloned();
+    // SAFETY: the closure makes only async-signal-safe syscalls (the observer's unshare,
+    // open, write, mount and sendmsg; prctl, fcntl, dup2, close_range) on data prepared
+    // before the fork, and allocates nothing.
     unsafe {
         cmd.pre_exec(move || {
+            if let Some(observer) = &observer {
+                observer.enter()?;
+            }
             if die_with_parent {
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
             }

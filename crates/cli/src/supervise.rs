@@ -91,7 +91,7 @@ pub fn run_plan_with(
     // A tracer's own children outlive it if it dies before they exec (strace's child waits
     // stopped for the attach): the whole process group goes when the tracer does.
     let kill_group = !extra.is_empty();
-    let mut spawned = exec::spawn_with(plan, output, runtime_dir, extra)?;
+    let mut spawned = exec::spawn_with(plan, output, runtime_dir, extra, None)?;
     let pid = i32::try_from(spawned.child.id()).context("child pid")?;
     let pidfd = pidfd_open(pid).context("pidfd_open")?;
 

@@ -27,4 +27,28 @@ pub enum Error {
         /// The OS's words.
         message: String,
     },
+    /// The observer filesystem cannot serve a planned node.
+    #[error("observer filesystem: {}: {message}", path.display())]
+    ObserverTree {
+        /// The node's path in the sandbox.
+        path: std::path::PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The FUSE device cannot be opened.
+    #[error("{}: {message}", path.display())]
+    FuseDevice {
+        /// The device (`/dev/fuse`).
+        path: std::path::PathBuf,
+        /// The OS's words and the fix.
+        message: String,
+    },
+    /// The observer's mount point or its serving thread cannot be prepared.
+    #[error("observer filesystem at {}: {message}", path.display())]
+    ObserverSetup {
+        /// The mount point.
+        path: std::path::PathBuf,
+        /// What failed, in the OS's words.
+        message: String,
+    },
 }

@@ -10,12 +10,18 @@
 //!    (by path components; at one path: replacement, then read-only, then writable, then pin):
 //!    - a tmpfs over each read-deny directory anchor (the one empty, mode-0000 file of the
 //!      task's runtime dir over a file
-//!      anchor), with each allowed exception bound back under it;
+//!      anchor), with each allowed exception bound back under it; with `--itemize observe`
+//!      the directory anchor is instead a bind of the observer filesystem's `a{i}`
+//!      ([`crate::observe_fs`]), which serves exactly the mount points made in it
+//!      ([`MountOps::observed`]);
 //!    - each write grant `--bind` onto itself;
 //!    - each pinned directory `--bind` onto itself, so that it is a mount point and renaming
 //!      it fails with EBUSY (FSW-05, FSW-10);
 //!    - a fresh `/dev`, a fresh `/proc` (or an empty tmpfs in the documented weaker mode,
-//!      never the host's), and a private `/tmp` tmpfs unless `/tmp` is granted.
+//!      never the host's), and a private `/tmp` tmpfs unless `/tmp` is granted;
+//!    - with `--itemize observe`, an empty tmpfs over the observer's mount directory, so the
+//!      task cannot reach the observer's root (bind sources are read from the old root, so
+//!      the anchor binds still find it).
 //!
 //!    Sorting is what makes nesting work: a write grant inside a deny anchor is bound after
 //!    the anchor's tmpfs; an anchor inside a write grant is a tmpfs over the grant's bind; a
@@ -25,14 +31,20 @@
 //!    the placeholder the runner creates at its outermost missing component.
 //! 4. The supervisor binary, read-only at [`SUPERVISOR_PATH`](crate::SUPERVISOR_PATH).
 //! 5. `--remount-ro` of each deny tmpfs, now that bubblewrap has made every mount point in it:
-//!    writes under a hidden path fail with EROFS instead of vanishing into a tmpfs.
+//!    writes under a hidden path fail with EROFS instead of vanishing into a tmpfs. An
+//!    observed anchor is not remounted: the observer refuses changes itself (`EROFS`), and a
+//!    read-only mount would answer them before the observer could record them.
 //!
 //! Protected paths and pins that lie under a deny anchor are skipped: binding them from the
 //! host would show what the anchor hides, and the read-only anchor keeps them unwritable.
 
 use std::ffi::OsString;
 
-use paddock_policy::{AbsPathBuf, FileKind, ProtectedState, ResolvedPolicy};
+use std::path::PathBuf;
+
+use paddock_policy::{
+    AbsPathBuf, FileKind, ObservedAnchor, ObservedNode, ProtectedState, ResolvedPolicy,
+};
 
 /// One bubblewrap setup step.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -165,32 +177,69 @@ pub struct MountInputs {
     /// One file for all of them: a descriptor each would run out of descriptors in a
     /// project with many matches of a deny glob (POL-06).
     pub masked_file: AbsPathBuf,
+    /// `--itemize observe`: where the runner mounts the observer filesystem. Each
+    /// directory anchor is then bound from `observer_dir/a{i}` instead of a tmpfs.
+    pub observer_dir: Option<AbsPathBuf>,
 }
 
-/// The mount ops of a policy in the documented order (see the module doc), and whether they
-/// use [`MountInputs::masked_file`] (which the runner must then create).
-pub fn mount_ops(policy: &ResolvedPolicy, inputs: &MountInputs) -> (Vec<BwrapOp>, bool) {
-    // Rank at one path: replacement (tmpfs, dev, proc) < read-only bind < writable bind < pin.
-    let mut path_ops: Vec<(AbsPathBuf, u8, BwrapOp)> = Vec::new();
+/// What [`mount_ops`] decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MountOps {
+    /// The mount ops, in order.
+    pub ops: Vec<BwrapOp>,
+    /// Whether they use [`MountInputs::masked_file`] (which the runner must then create).
+    pub uses_masked: bool,
+    /// With [`MountInputs::observer_dir`]: the directory anchors the observer serves, in
+    /// the order of their `a{i}` names, each with the mount points bwrap makes in it.
+    pub observed: Vec<ObservedAnchor>,
+}
+
+/// The mount ops of a policy in the documented order (see the module doc), whether they use
+/// the masked file, and the anchors an observer serves.
+pub fn mount_ops(policy: &ResolvedPolicy, inputs: &MountInputs) -> MountOps {
+    // Rank at one path: replacement (tmpfs, dev, proc, observer bind) < read-only bind <
+    // writable bind < pin. The last field says whether the mount point is a directory.
+    let mut path_ops: Vec<(AbsPathBuf, u8, BwrapOp, bool)> = Vec::new();
     let mut uses_masked = false;
     let mut remount = Vec::new();
+    // The observed directory anchors, one `a{i}` per distinct path.
+    let mut observed: Vec<AbsPathBuf> = Vec::new();
 
     for anchor in &policy.read_deny {
         match anchor.kind {
             None => continue,
-            Some(FileKind::Dir) => {
-                path_ops.push((
-                    anchor.path.clone(),
-                    0,
-                    BwrapOp::Tmpfs { dest: anchor.path.clone() },
-                ));
-                remount.push(anchor.path.clone());
-            }
+            Some(FileKind::Dir) => match &inputs.observer_dir {
+                Some(dir) => {
+                    let i = match observed.iter().position(|a| a == &anchor.path) {
+                        Some(i) => i,
+                        None => {
+                            observed.push(anchor.path.clone());
+                            observed.len() - 1
+                        }
+                    };
+                    let src = dir.join(format!("a{i}"));
+                    path_ops.push((
+                        anchor.path.clone(),
+                        0,
+                        BwrapOp::Bind { src, dest: anchor.path.clone() },
+                        true,
+                    ));
+                }
+                None => {
+                    path_ops.push((
+                        anchor.path.clone(),
+                        0,
+                        BwrapOp::Tmpfs { dest: anchor.path.clone() },
+                        true,
+                    ));
+                    remount.push(anchor.path.clone());
+                }
+            },
             Some(FileKind::File | FileKind::Other | FileKind::Symlink) => {
                 let op =
                     BwrapOp::RoBind { src: inputs.masked_file.clone(), dest: anchor.path.clone() };
                 uses_masked = true;
-                path_ops.push((anchor.path.clone(), 0, op));
+                path_ops.push((anchor.path.clone(), 0, op, false));
             }
         }
         for exc in &anchor.exceptions {
@@ -199,7 +248,7 @@ pub fn mount_ops(policy: &ResolvedPolicy, inputs: &MountInputs) -> (Vec<BwrapOp>
             } else {
                 (1, BwrapOp::RoBind { src: exc.path.clone(), dest: exc.path.clone() })
             };
-            path_ops.push((exc.path.clone(), rank, op));
+            path_ops.push((exc.path.clone(), rank, op, exc.kind == FileKind::Dir));
         }
     }
     for grant in &policy.write {
@@ -207,6 +256,7 @@ pub fn mount_ops(policy: &ResolvedPolicy, inputs: &MountInputs) -> (Vec<BwrapOp>
             grant.path.clone(),
             2,
             BwrapOp::Bind { src: grant.path.clone(), dest: grant.path.clone() },
+            grant.kind == FileKind::Dir,
         ));
     }
     let missing: Vec<&AbsPathBuf> = policy
@@ -223,18 +273,29 @@ pub fn mount_ops(policy: &ResolvedPolicy, inputs: &MountInputs) -> (Vec<BwrapOp>
         if missing.iter().any(|m| pin.starts_with(m)) || policy.anchor_hiding(pin).is_some() {
             continue;
         }
-        path_ops.push((pin.clone(), 3, BwrapOp::Bind { src: pin.clone(), dest: pin.clone() }));
+        path_ops.push((
+            pin.clone(),
+            3,
+            BwrapOp::Bind { src: pin.clone(), dest: pin.clone() },
+            true,
+        ));
     }
     let dev = abs("/dev");
-    path_ops.push((dev.clone(), 0, BwrapOp::Dev { dest: dev }));
+    path_ops.push((dev.clone(), 0, BwrapOp::Dev { dest: dev }, true));
     let proc = abs("/proc");
     let proc_op = match inputs.proc_mode {
         ProcMode::Fresh => BwrapOp::Proc { dest: proc.clone() },
         ProcMode::Masked => BwrapOp::Tmpfs { dest: proc.clone() },
     };
-    path_ops.push((proc, 0, proc_op));
+    path_ops.push((proc, 0, proc_op, true));
     let tmp = if policy.private_tmp { abs("/tmp") } else { inputs.tmp_dir.clone() };
-    path_ops.push((tmp.clone(), 0, BwrapOp::Tmpfs { dest: tmp }));
+    path_ops.push((tmp.clone(), 0, BwrapOp::Tmpfs { dest: tmp }, true));
+    if let Some(dir) = &inputs.observer_dir {
+        // The observer's root is mounted there in the namespace bwrap starts from, and the
+        // recursive bind of `/` would show it: an empty tmpfs covers it. Bind sources are
+        // resolved in the old root (`/oldroot/...`), which this does not touch.
+        path_ops.push((dir.clone(), 0, BwrapOp::Tmpfs { dest: dir.clone() }, true));
+    }
 
     // Stable sort by (path components, rank): ancestors first, and at one path the
     // replacement first and the most permissive bind last. `AbsPathBuf` orders by
@@ -247,6 +308,14 @@ pub fn mount_ops(policy: &ResolvedPolicy, inputs: &MountInputs) -> (Vec<BwrapOp>
     let writable: Vec<AbsPathBuf> =
         path_ops.iter().filter(|o| o.1 >= 2).map(|o| o.0.clone()).collect();
     path_ops.retain(|o| !(o.1 == 1 && writable.contains(&o.0)));
+
+    let observed = observed
+        .into_iter()
+        .map(|anchor| {
+            let nodes = observed_nodes(&anchor, &path_ops);
+            ObservedAnchor { path: anchor, nodes }
+        })
+        .collect();
 
     let mut ops = vec![BwrapOp::RoBind { src: AbsPathBuf::root(), dest: AbsPathBuf::root() }];
     ops.extend(path_ops.into_iter().map(|o| o.2));
@@ -287,7 +356,46 @@ pub fn mount_ops(policy: &ResolvedPolicy, inputs: &MountInputs) -> (Vec<BwrapOp>
         }
         ops.push(BwrapOp::RemountRo { dest: path });
     }
-    (ops, uses_masked)
+    MountOps { ops, uses_masked, observed }
+}
+
+/// The mount points bwrap makes inside the observed `anchor`, relative to it, parents
+/// first: every path mount strictly under the anchor whose nearest enclosing mount is the
+/// anchor itself (a mount inside an exception's bind is made in the exception, not in the
+/// observer), with each of its parents as a directory. The observer must serve them: it
+/// refuses every creation, so bwrap could not make them.
+///
+/// A bind's mount point is a directory when its source is one (as bwrap decides); a
+/// symlink or special file is a file node.
+fn observed_nodes(
+    anchor: &AbsPathBuf,
+    path_ops: &[(AbsPathBuf, u8, BwrapOp, bool)],
+) -> Vec<ObservedNode> {
+    let mut nodes: Vec<(PathBuf, bool)> = Vec::new();
+    for (dest, _, _, dir) in path_ops {
+        if dest == anchor || !dest.starts_with(anchor) {
+            continue;
+        }
+        // Another mount between the anchor and this one holds its mount point.
+        let inner = path_ops.iter().any(|(m, ..)| {
+            m != anchor && m != dest && m.starts_with(anchor) && dest.starts_with(m)
+        });
+        if inner {
+            continue;
+        }
+        let Ok(rel) = dest.as_path().strip_prefix(anchor.as_path()) else { continue };
+        let mut parent = rel.parent();
+        while let Some(p) = parent.filter(|p| !p.as_os_str().is_empty()) {
+            nodes.push((p.to_path_buf(), true));
+            parent = p.parent();
+        }
+        nodes.push((rel.to_path_buf(), *dir));
+    }
+    // Parents before children (`Path` orders by components), one node per path; a path that
+    // is both a parent and a file mount point stays a directory (bwrap would fail there too).
+    nodes.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+    nodes.dedup_by(|a, b| a.0 == b.0);
+    nodes.into_iter().map(|(rel, dir)| ObservedNode { rel, dir }).collect()
 }
 
 /// An absolute path from a literal known to be absolute.

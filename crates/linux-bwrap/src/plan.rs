@@ -19,8 +19,8 @@
 use std::ffi::OsString;
 
 use paddock_policy::{
-    AbsPathBuf, Backend, Error, HostFacts, NetworkPolicy, Payload, Placeholder, ResolvedPolicy,
-    SpawnPlan, Task, UnixSockets,
+    AbsPathBuf, Backend, Error, HostFacts, NetworkPolicy, ObserverPlan, Payload, Placeholder,
+    ResolvedPolicy, SpawnPlan, Task, UnixSockets,
 };
 
 use crate::ops::{self, BwrapOp, MountInputs, ProcMode};
@@ -41,6 +41,9 @@ pub const SIGNAL_FD: i32 = 6;
 pub const RECORD_FD: i32 = 7;
 /// The name, in the task's runtime dir, of the empty mode-0000 file bound over file anchors.
 pub const MASKED_FILE: &str = "masked";
+/// `--itemize observe`: the name, in the task's runtime dir, of the observer filesystem's
+/// mount point.
+pub(crate) const OBSERVER_DIR: &str = "observe";
 /// Where the supervisor binary is bound inside the sandbox.
 pub const SUPERVISOR_PATH: &str = "/dev/.paddock-supervisor";
 /// The hidden subcommand that runs the supervisor.
@@ -125,8 +128,16 @@ impl Backend for LinuxBwrap {
             supervisor_src: self_exe,
             supervisor_dest: ops::abs(SUPERVISOR_PATH),
             masked_file: task.runtime_dir.join(MASKED_FILE),
+            observer_dir: task.observe.then(|| task.runtime_dir.join(OBSERVER_DIR)),
         };
-        let (mounts, uses_masked) = ops::mount_ops(policy, &inputs);
+        let ops::MountOps { ops: mounts, uses_masked, observed } = ops::mount_ops(policy, &inputs);
+        // Present whenever the task observes, even without anchors: the supervisor's record
+        // descriptor rides on it.
+        let observer = inputs.observer_dir.clone().map(|mount_dir| ObserverPlan {
+            mount_dir,
+            anchors: observed,
+            record_fd: RECORD_FD,
+        });
         let net = crate::bridges::plan(policy, &task.runtime_dir)?;
         diagnostics.extend(net.diagnostics);
 
@@ -223,7 +234,7 @@ impl Backend for LinuxBwrap {
                 p
             },
             diagnostics,
-            observer: None,
+            observer,
         })
     }
 }

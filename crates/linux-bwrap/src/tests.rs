@@ -413,3 +413,153 @@ fn every_rule_has_a_syscall_number_here() {
     .unwrap();
     assert_eq!(bpf.len() % 8, 0);
 }
+
+/// An observe-mode plan: the default policy plus a nested anchor (`~/.ssh`, its own `a1`
+/// node in `~`), a read-only file exception deep under `~`, a write grant under `~` outside
+/// any exception, and a file anchor (still the masked file).
+fn observe_plan() -> paddock_policy::SpawnPlan {
+    let mut p = policy();
+    p.read_deny[0].exceptions.push(Exception {
+        path: abs("/home/u/.config/git/config"),
+        kind: FileKind::File,
+        writable: false,
+    });
+    p.read_deny.push(DenyAnchor {
+        path: abs("/home/u/.ssh"),
+        kind: Some(FileKind::Dir),
+        exceptions: vec![Exception {
+            path: abs("/home/u/.ssh/known_hosts"),
+            kind: FileKind::File,
+            writable: false,
+        }],
+        origin: Origin::flag("--deny-read"),
+    });
+    p.read_deny.push(DenyAnchor {
+        path: abs("/home/u/.netrc"),
+        kind: Some(FileKind::File),
+        exceptions: vec![],
+        origin: Origin::flag("--deny-read"),
+    });
+    // Listed twice: one `a{i}` for it.
+    p.read_deny.push(p.read_deny[0].clone());
+    p.write.push(WriteGrant {
+        path: abs("/home/u/.cache/tool"),
+        kind: FileKind::Dir,
+        origin: Origin::flag("--allow-write"),
+    });
+    let mut t = task();
+    t.observe = true;
+    LinuxBwrap.plan(&p, &t, &facts()).unwrap()
+}
+
+#[test]
+fn observe_mode_binds_the_observer_over_directory_anchors() {
+    let plan = observe_plan();
+    let args = &plan.payloads.iter().find(|p| p.name == "bwrap-args").unwrap().bytes;
+    let mut out = String::new();
+    for arg in args.split(|b| *b == 0).filter(|a| !a.is_empty()) {
+        let arg = String::from_utf8_lossy(arg);
+        if !out.is_empty() {
+            out.push(if arg.starts_with("--") { '\n' } else { ' ' });
+        }
+        out.push_str(&arg);
+    }
+    out.push('\n');
+    expect![[r#"
+        --unshare-all
+        --unshare-user
+        --disable-userns
+        --as-pid-1
+        --die-with-parent
+        --new-session
+        --cap-drop ALL
+        --ro-bind / /
+        --dev /dev
+        --bind /run/user/1000/paddock/t1/observe/a0 /home/u
+        --bind /home/u/.cache/tool /home/u/.cache/tool
+        --ro-bind /home/u/.config/git/config /home/u/.config/git/config
+        --ro-bind /run/user/1000/paddock/t1/masked /home/u/.netrc
+        --bind /run/user/1000/paddock/t1/observe/a1 /home/u/.ssh
+        --ro-bind /home/u/.ssh/known_hosts /home/u/.ssh/known_hosts
+        --bind /home/u/proj /home/u/proj
+        --bind /home/u/proj/.git /home/u/proj/.git
+        --proc /proc
+        --tmpfs /run/user/1000/paddock/t1/observe
+        --tmpfs /tmp
+        --ro-bind /home/u/proj/.bashrc /home/u/proj/.bashrc
+        --ro-bind /home/u/proj/.git/config /home/u/proj/.git/config
+        --ro-bind /home/u/proj/.git/hooks /home/u/proj/.git/hooks
+        --ro-bind /home/u/proj/.vscode /home/u/proj/.vscode
+        --ro-bind /home/u/.cargo/bin/paddock /dev/.paddock-supervisor
+    "#]]
+    .assert_eq(&out);
+    let observer = serde_json::to_string_pretty(&plan.observer).unwrap();
+    expect![[r#"
+        {
+          "mount-dir": "/run/user/1000/paddock/t1/observe",
+          "anchors": [
+            {
+              "path": "/home/u",
+              "nodes": [
+                {
+                  "rel": ".cache",
+                  "dir": true
+                },
+                {
+                  "rel": ".cache/tool",
+                  "dir": true
+                },
+                {
+                  "rel": ".config",
+                  "dir": true
+                },
+                {
+                  "rel": ".config/git",
+                  "dir": true
+                },
+                {
+                  "rel": ".config/git/config",
+                  "dir": false
+                },
+                {
+                  "rel": ".netrc",
+                  "dir": false
+                },
+                {
+                  "rel": ".ssh",
+                  "dir": true
+                },
+                {
+                  "rel": "proj",
+                  "dir": true
+                }
+              ]
+            },
+            {
+              "path": "/home/u/.ssh",
+              "nodes": [
+                {
+                  "rel": "known_hosts",
+                  "dir": false
+                }
+              ]
+            }
+          ],
+          "record-fd": 7
+        }"#]]
+    .assert_eq(&observer);
+}
+
+#[test]
+fn observe_mode_without_anchors_still_has_the_record_fd() {
+    let mut p = policy();
+    p.read_deny.clear();
+    let mut t = task();
+    t.observe = true;
+    let plan = LinuxBwrap.plan(&p, &t, &facts()).unwrap();
+    let observer = plan.observer.expect("an observer plan whenever the task observes");
+    assert!(observer.anchors.is_empty());
+    assert_eq!(observer.record_fd, crate::RECORD_FD);
+    assert_eq!(observer.mount_dir, abs("/run/user/1000/paddock/t1/observe"));
+    assert!(LinuxBwrap.plan(&p, &task(), &facts()).unwrap().observer.is_none());
+}

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed step is a failed test
 
 mod notify;
+mod observe;
 mod probe;
 
 use std::ffi::OsString;
@@ -28,6 +29,7 @@ pub fn main() -> i32 {
         Some("__probe") => return probe::main(&args[2..]),
         Some("__nprobe") => return notify::probe(&args[2..]),
         Some("__run_sleep") => return run_sleep(&args[2..]),
+        Some("__run_observed_sleep") => return observe::run_observed_sleep(&args[2..]),
         _ => {}
     }
     let filter = args
@@ -117,6 +119,14 @@ const TESTS: &[(&str, Test)] = &[
     (
         "kill_9_of_the_runner_takes_the_sandbox_with_it",
         kill_9_of_the_runner_takes_the_sandbox_with_it,
+    ),
+    (
+        "observer_records_hidden_lookups_listings_and_writes",
+        observe::observer_records_hidden_lookups_listings_and_writes,
+    ),
+    (
+        "kill_9_of_the_runner_leaves_no_observer_behind",
+        observe::kill_9_of_the_runner_leaves_no_observer_behind,
     ),
 ];
 

@@ -1,0 +1,302 @@
+//! The child's side: entering a private namespace and mounting the observer there, in a
+//! forked child just before it executes bwrap, plus the descriptor hand-over.
+//!
+//! Everything [`ObserverMount::enter`] uses is prepared by [`ObserverMount::new`] before
+//! the fork (C strings, map lines, the mount options up to the descriptor number), because
+//! between fork and exec only async-signal-safe calls are allowed: no allocation, no lock.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+
+/// The most bytes the mount options can take (`rootmode=...,user_id=...,group_id=...,fd=N`).
+const OPTS_MAX: usize = 128;
+
+/// What the child needs to mount the observer: see [`ObserverMount::enter`]. Clones share
+/// the channel's end (a spawn keeps one in its `pre_exec` closure).
+#[derive(Clone, Debug)]
+pub struct ObserverMount {
+    /// Whether the runner is root (no user namespace needed then).
+    root: bool,
+    mount_dir: CString,
+    dev_fuse: CString,
+    setgroups: CString,
+    uid_map: CString,
+    gid_map: CString,
+    uid_line: Vec<u8>,
+    gid_line: Vec<u8>,
+    /// The options without the descriptor number, which only the child knows.
+    opts_prefix: Vec<u8>,
+    /// The child's end of the descriptor channel (close-on-exec).
+    sock: Arc<OwnedFd>,
+}
+
+fn cstring(bytes: &[u8]) -> Result<CString, String> {
+    CString::new(bytes).map_err(|_| "the path holds a NUL byte".to_owned())
+}
+
+impl ObserverMount {
+    pub(super) fn new(
+        mount_dir: &Path,
+        uid: u32,
+        gid: u32,
+        sock: OwnedFd,
+    ) -> Result<ObserverMount, String> {
+        let opts_prefix = format!("rootmode=40000,user_id={uid},group_id={gid},fd=").into_bytes();
+        if opts_prefix.len() + 12 > OPTS_MAX {
+            return Err("the mount options are too long".to_owned());
+        }
+        Ok(ObserverMount {
+            root: uid == 0,
+            mount_dir: cstring(mount_dir.as_os_str().as_bytes())?,
+            dev_fuse: cstring(super::DEV_FUSE.as_bytes())?,
+            setgroups: cstring(b"/proc/self/setgroups")?,
+            uid_map: cstring(b"/proc/self/uid_map")?,
+            gid_map: cstring(b"/proc/self/gid_map")?,
+            uid_line: format!("{uid} {uid} 1\n").into_bytes(),
+            gid_line: format!("{gid} {gid} 1\n").into_bytes(),
+            opts_prefix,
+            sock: Arc::new(sock),
+        })
+    }
+
+    /// In the forked child just before exec (`pre_exec`), before any descriptor is moved:
+    /// enters a new mount namespace (and, when not root, a new user namespace mapping the
+    /// runner's uid and gid to themselves, `setgroups` denied), makes `/` recursively
+    /// private, opens the FUSE device, mounts it on the mount point (`nosuid,nodev`, no
+    /// `allow_other`) and sends the descriptor to the serving thread.
+    ///
+    /// Async-signal-safe: system calls on data prepared before the fork, no allocation.
+    /// The FUSE descriptor is close-on-exec: the mount holds the kernel's reference.
+    pub fn enter(&self) -> io::Result<()> {
+        if self.root {
+            // SAFETY: unshare has no memory arguments.
+            check(unsafe { libc::unshare(libc::CLONE_NEWNS) })?;
+        } else {
+            // SAFETY: as above. The child is single-threaded (forked), as CLONE_NEWUSER needs.
+            check(unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) })?;
+            write_file(&self.setgroups, b"deny")?;
+            write_file(&self.uid_map, &self.uid_line)?;
+            write_file(&self.gid_map, &self.gid_line)?;
+        }
+        // SAFETY: a NUL-terminated target; null source, type and data are allowed for a
+        // propagation change.
+        check(unsafe {
+            libc::mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            )
+        })?;
+        // SAFETY: a NUL-terminated path; the result is checked and owned below.
+        let dev = unsafe { libc::open(self.dev_fuse.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+        check(dev)?;
+        // SAFETY: `dev` is a fresh descriptor this function owns.
+        let dev = unsafe { OwnedFd::from_raw_fd(dev) };
+        let mut opts = [0u8; OPTS_MAX];
+        let n = self.opts_prefix.len();
+        opts[..n].copy_from_slice(&self.opts_prefix);
+        let digits = write_decimal(dev.as_raw_fd(), &mut opts[n..OPTS_MAX - 1]);
+        // `opts[n + digits]` is still 0: the terminator.
+        let _ = digits;
+        // SAFETY: every pointer is a NUL-terminated string that outlives the call (`opts`
+        // ends in a 0 byte: the prefix is at most OPTS_MAX - 12 bytes, a descriptor number
+        // at most 10 digits).
+        check(unsafe {
+            libc::mount(
+                c"paddock".as_ptr(),
+                self.mount_dir.as_ptr(),
+                c"fuse".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV,
+                opts.as_ptr().cast(),
+            )
+        })?;
+        send_fd(self.sock.as_raw_fd(), dev.as_raw_fd())
+    }
+}
+
+fn check(rc: libc::c_int) -> io::Result<()> {
+    if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+}
+
+/// Writes `bytes` to `path` in one `write` (as the kernel wants for id maps).
+fn write_file(path: &CString, bytes: &[u8]) -> io::Result<()> {
+    // SAFETY: a NUL-terminated path; the result is checked.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
+    check(fd)?;
+    // SAFETY: `fd` is ours; `bytes` is valid for its length.
+    let written = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+    let err = io::Error::last_os_error();
+    // SAFETY: closing the descriptor opened above.
+    unsafe { libc::close(fd) };
+    if written < 0 || written as usize != bytes.len() {
+        return Err(if written < 0 { err } else { io::Error::from_raw_os_error(libc::EIO) });
+    }
+    Ok(())
+}
+
+/// Writes the decimal digits of a non-negative `value` at the start of `out` and returns
+/// how many; no allocation.
+fn write_decimal(value: i32, out: &mut [u8]) -> usize {
+    let mut digits = [0u8; 10];
+    let mut v = value.unsigned_abs();
+    let mut len = 0;
+    loop {
+        digits[len] = b'0' + (v % 10) as u8;
+        len += 1;
+        v /= 10;
+        if v == 0 || len == digits.len() {
+            break;
+        }
+    }
+    let len = len.min(out.len());
+    for i in 0..len {
+        out[i] = digits[len - 1 - i];
+    }
+    len
+}
+
+/// Sends `fd` over the unix socket `sock` (one byte of data, the descriptor as
+/// `SCM_RIGHTS`), with a stack buffer only.
+fn send_fd(sock: RawFd, fd: RawFd) -> io::Result<()> {
+    // Room for one cmsghdr carrying one int, aligned like cmsghdr.
+    #[repr(C)]
+    union Control {
+        _align: libc::cmsghdr,
+        bytes: [u8; 64],
+    }
+    let mut control = Control { bytes: [0; 64] };
+    let mut byte = [1u8];
+    let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
+    // SAFETY: a zeroed msghdr is valid; the fields are set below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    // SAFETY: CMSG_SPACE is a pure computation.
+    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
+    // SAFETY: writing the union's byte view.
+    msg.msg_control = unsafe { control.bytes.as_mut_ptr() }.cast();
+    msg.msg_controllen = space;
+    // SAFETY: msg_control points to `space` bytes (<= 64) aligned for cmsghdr, so the first
+    // header and its data fit.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        if cmsg.is_null() {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>(), fd);
+    }
+    // SAFETY: `msg` and everything it points to live until the call returns.
+    let sent = unsafe { libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) };
+    if sent < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+}
+
+/// A connected pair of close-on-exec `SOCK_SEQPACKET` unix sockets.
+pub(super) fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [-1; 2];
+    // SAFETY: `fds` has room for the two descriptors; the result is checked.
+    check(unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    })?;
+    // SAFETY: two fresh descriptors we now own.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// In the runner: waits for the descriptor the child sends; `None` when the child's end is
+/// closed (or shut down) without one.
+pub(super) fn receive_fd(sock: RawFd) -> Option<OwnedFd> {
+    loop {
+        #[repr(C)]
+        union Control {
+            _align: libc::cmsghdr,
+            bytes: [u8; 64],
+        }
+        let mut control = Control { bytes: [0; 64] };
+        let mut byte = [0u8];
+        let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
+        // SAFETY: a zeroed msghdr is valid; the fields are set below.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        // SAFETY: taking a pointer to the union's bytes.
+        msg.msg_control = unsafe { control.bytes.as_mut_ptr() }.cast();
+        msg.msg_controllen = 64;
+        // SAFETY: `msg` and its buffers live until the call returns.
+        let got = unsafe { libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        if got < 0 {
+            if io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return None;
+        }
+        if got == 0 {
+            return None;
+        }
+        // SAFETY: the kernel filled msg_control; the CMSG macros walk it within
+        // msg_controllen.
+        unsafe {
+            let cmsg = libc::CMSG_FIRSTHDR(&msg);
+            if cmsg.is_null()
+                || (*cmsg).cmsg_level != libc::SOL_SOCKET
+                || (*cmsg).cmsg_type != libc::SCM_RIGHTS
+            {
+                continue;
+            }
+            let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>());
+            return (fd >= 0).then(|| OwnedFd::from_raw_fd(fd));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimal_digits_without_allocation() {
+        let mut out = [0u8; 12];
+        let n = write_decimal(0, &mut out);
+        assert_eq!(&out[..n], b"0");
+        let n = write_decimal(2_147_483_647, &mut out);
+        assert_eq!(&out[..n], b"2147483647");
+        let n = write_decimal(13, &mut out);
+        assert_eq!(&out[..n], b"13");
+    }
+
+    #[test]
+    fn a_descriptor_crosses_the_socket_and_a_closed_peer_ends_the_wait() {
+        let (a, b) = socket_pair().unwrap();
+        let file = std::fs::File::open("/").unwrap();
+        send_fd(a.as_raw_fd(), file.as_raw_fd()).unwrap();
+        let got = receive_fd(b.as_raw_fd()).expect("a descriptor");
+        let same = |fd: RawFd| std::fs::metadata(format!("/proc/self/fd/{fd}")).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(same(got.as_raw_fd()).ino(), same(file.as_raw_fd()).ino());
+        drop(a);
+        assert!(receive_fd(b.as_raw_fd()).is_none());
+    }
+
+    #[test]
+    fn options_and_maps_are_prepared_before_the_fork() {
+        let (a, _b) = socket_pair().unwrap();
+        let m = ObserverMount::new(Path::new("/run/p/observe"), 1000, 100, a).unwrap();
+        assert!(!m.root);
+        assert_eq!(m.opts_prefix, b"rootmode=40000,user_id=1000,group_id=100,fd=");
+        assert_eq!(m.uid_line, b"1000 1000 1\n");
+        assert_eq!(m.gid_line, b"100 100 1\n");
+        assert_eq!(m.mount_dir.as_bytes(), b"/run/p/observe");
+    }
+}
