@@ -1,0 +1,243 @@
+//! The network cases that need names or addresses beyond loopback, each in a [`Lab`]: NET-03
+//! (a refused name is never looked up, over HTTP, CONNECT and SOCKS5), a granted name that
+//! resolves into the LAN (NET-05, NET-15), NET-18's loopback-only grants, and curl through
+//! paddock.
+
+use std::io::{BufRead, BufReader};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::lab::{Lab, Zone};
+use super::*;
+
+fn network_count(report: &Value, target: &str) -> u64 {
+    report["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["kind"] == "network" && v["target"] == target)
+        .map(|v| v["count"].as_u64().unwrap_or(0))
+        .sum()
+}
+
+#[test]
+fn net03_refused_names_are_never_looked_up() {
+    // NET-03: the allowlist is checked before any DNS lookup. The lab's DNS server would
+    // answer the exfiltration names (pointing at a sinkhole); its log must not hold them.
+    let s = Scratch::new("net-03");
+    let zone: Zone = &[("allowed.test", &["198.18.0.10"]), ("*.exfil.test", &["198.18.0.99"])];
+    Lab::run(&s, &["198.18.0.10", "198.18.0.99"], zone, |lab| {
+        let allowed = HostServer::start_on("198.18.0.10", "allowed-server");
+        let sinkhole = HostServer::start_on("198.18.0.99", "sinkhole");
+        let (a, k) = (allowed.port, sinkhole.port);
+        let ops = [
+            format!("proxy-connect:c4n4ry.exfil.test:{k}"),
+            format!("http:http://c4n4ry.exfil.test:{k}/"),
+            format!("proxy-connect:allowed.test:{a}"),
+        ];
+        let ops: Vec<&str> = ops.iter().map(String::as_str).collect();
+        let flags = ["--itemize", "off", "--network", "allowed.test"];
+        let (all, report, out) = probe_report(&s, &flags, &ops);
+        let connect = detail(&all, "proxy-connect", &format!("c4n4ry.exfil.test:{k}"));
+        assert!(connect.starts_with("HTTP/1.1 403"), "{connect}: {}", stderr(&out));
+        let get = detail(&all, "http", &format!("http://c4n4ry.exfil.test:{k}/"));
+        assert!(get.starts_with("HTTP/1.1 403"), "{get}");
+        // The control: a granted name is resolved through the lab's server and reached.
+        let granted = detail(&all, "proxy-connect", &format!("allowed.test:{a}"));
+        assert!(granted.contains(" 200"), "{granted}: {}", stderr(&out));
+        let queries = lab.queries();
+        assert!(queries.iter().any(|q| q == "allowed.test"), "not the lab's DNS: {queries:?}");
+        assert!(!queries.iter().any(|q| q.ends_with("exfil.test")), "{queries:?}");
+        assert_eq!(sinkhole.hits(), 0);
+        assert_eq!(allowed.hits(), 1);
+        // What the proxy reports for the refused name: both requests, one destination.
+        assert_eq!(network_count(&report, &format!("c4n4ry.exfil.test:{k}")), 2, "{report}");
+        assert_eq!(network_targets(&report).len(), 1, "{report}");
+
+        // SOCKS5 with a domain (remote DNS): a failure reply for the refused name, success
+        // for the granted one, and still no lookup of the refused name.
+        if !Path::new("/usr/bin/python3").exists() {
+            eprintln!("SKIPPED: NET-03's SOCKS5 client is python3");
+            return;
+        }
+        let socks = format!(
+            "import socket\n\
+             for name, port in ((b'c4n4ry.exfil.test', {k}), (b'allowed.test', {a})):\n \
+             s = socket.create_connection(('127.0.0.1', 3128), 5)\n \
+             s.sendall(b'\\x05\\x01\\x00'); s.recv(2)\n \
+             s.sendall(b'\\x05\\x01\\x00\\x03' + bytes([len(name)]) + name + port.to_bytes(2, 'big'))\n \
+             print(s.recv(10)[1])\n"
+        );
+        let out = s
+            .paddock()
+            .args(["run", "--itemize", "off", "--network", "allowed.test", "--"])
+            .args(["/usr/bin/python3", "-c", &socks])
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "2\n0\n", "{}", stderr(&out));
+        assert!(!lab.queries().iter().any(|q| q.ends_with("exfil.test")), "{:?}", lab.queries());
+        assert_eq!((sinkhole.hits(), allowed.hits()), (0, 2));
+    });
+}
+
+#[test]
+fn a_granted_name_resolving_into_the_lan_needs_that_ip_granted() {
+    // NET-05/NET-15 for the LAN: a granted name whose answer holds a private address (alone
+    // or beside a public one) is refused after the lookup, unless that IP is granted too.
+    let s = Scratch::new("net-lan");
+    let zone: Zone = &[("lan.test", &["10.77.0.1"]), ("mixed.test", &["198.18.0.10", "10.77.0.1"])];
+    Lab::run(&s, &["10.77.0.1", "198.18.0.10"], zone, |lab| {
+        let lan = HostServer::start_on("10.77.0.1", "lan-service");
+        let p = lan.port;
+        let public = TcpListener::bind(("198.18.0.10", p)).unwrap();
+        public.set_nonblocking(true).unwrap();
+        let (get, mixed) = (format!("http://lan.test:{p}/"), format!("mixed.test:{p}"));
+        let ops = [
+            format!("http:{get}"),
+            format!("proxy-connect:{mixed}"),
+            format!("connect:10.77.0.1:{p}"),
+        ];
+        let ops: Vec<&str> = ops.iter().map(String::as_str).collect();
+        let flags = ["--itemize", "off", "--network", "lan.test,mixed.test"];
+        let (all, report, out) = probe_report(&s, &flags, &ops);
+        assert!(detail(&all, "http", &get).starts_with("HTTP/1.1 403"), "{all:?}");
+        assert!(detail(&all, "proxy-connect", &mixed).starts_with("HTTP/1.1 403"), "{all:?}");
+        assert_denied(&all, "connect", &format!("10.77.0.1:{p}"), &[ENETUNREACH]);
+        assert_eq!(lan.hits(), 0, "the LAN service saw a connection");
+        assert!(public.accept().is_err(), "a half-private answer was half used");
+        let mut targets = network_targets(&report);
+        targets.sort();
+        assert_eq!(targets, vec![format!("lan.test:{p}"), mixed.clone()], "{report}");
+        // Refused after the lookup, not before: the names were resolved.
+        let queries = lab.queries();
+        assert!(queries.iter().any(|q| q == "lan.test"), "{queries:?}");
+        // The summary says "allow with allow.network", which the name is already in; why
+        // it was refused is said too.
+        let why = format!("refused lan.test:{p}: resolves to the internal address 10.77.0.1");
+        assert!(stderr(&out).contains(&why), "{}", stderr(&out));
+
+        // Granting the LAN address itself lets the name through.
+        let flags = ["--itemize", "off", "--network", &format!("lan.test,10.77.0.1:{p}")];
+        let (all, report, _) = probe_report(&s, &flags, &[&format!("http:{get}")]);
+        let got = detail(&all, "http", &get);
+        assert!(got.starts_with("HTTP/1.0 200") && got.ends_with("lan-service"), "{got}");
+        assert!(network_targets(&report).is_empty(), "{report}");
+        assert_eq!(lan.hits(), 1);
+    });
+}
+
+#[test]
+fn net18_a_port_grant_is_loopback_only_private_and_for_its_own_task() {
+    // NET-18 beyond the granted port answering: the host end is not on the LAN address, a
+    // server the task binds on every interface stays unreachable, the bridge sockets are
+    // 0600, and another task reaches the port neither directly nor through its proxy.
+    if !Path::new("/usr/bin/python3").exists() {
+        eprintln!("SKIPPED: NET-18's all-interfaces server is python3 -m http.server");
+        return;
+    }
+    let s = Scratch::new("net-18");
+    Lab::run(&s, &["10.77.0.1"], &[], |_| {
+        let (g, z) = (free_port(), free_port());
+        let xdg = s.root.join("xdg");
+        std::fs::create_dir(&xdg).unwrap();
+        config(&s, &format!("[allow]\nlocal-ports = [{g}]\nnetwork = [\"example.test\"]\n"));
+        let up = format!("import socket;socket.create_connection(('127.0.0.1',{z}),1)");
+        let script = format!(
+            "{probe} serve:{g}:30 >/dev/null & S=$!; \
+             /usr/bin/python3 -m http.server {z} --bind 0.0.0.0 >/dev/null 2>&1 & P=$!; \
+             for i in $(seq 100); do /usr/bin/python3 -c \"{up}\" 2>/dev/null && break; \
+             sleep 0.1; done; echo z-up; \
+             while [ ! -e done ]; do sleep 0.1; done; kill $S $P",
+            probe = probe_bin().display()
+        );
+        let mut task = s
+            .paddock()
+            .env("XDG_RUNTIME_DIR", &xdg)
+            .args(["run", "--timeout", "40", "--", "sh", "-c", &script])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(task.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        assert_eq!(line, "z-up\n", "the task's all-interfaces server never came up");
+        let got = host_get(g, Duration::from_secs(10)).unwrap();
+        assert!(got.ends_with("served-by-probe"), "{got}");
+        assert!(TcpStream::connect(("10.77.0.1", g)).is_err(), "the grant is on the LAN");
+        for addr in ["127.0.0.1", "10.77.0.1"] {
+            assert!(TcpStream::connect((addr, z)).is_err(), "{addr}:{z} reached the task");
+        }
+        let runtime = std::fs::read_dir(xdg.join("paddock"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.join(format!("in/in-{g}")).exists())
+            .expect("no runtime dir with the inbound socket");
+        for sock in [format!("in/in-{g}"), "net/proxy".to_owned()] {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(runtime.join(&sock)).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600, "{sock} is {mode:o}");
+        }
+        // Another task (another project: this one's grant holds the host port): its own
+        // loopback has nothing on the port, and its proxy refuses it.
+        let other = Scratch::new("net-18-other");
+        let (all, out) = other.probe(
+            &["--network", "example.test"],
+            &[&format!("connect:127.0.0.1:{g}"), &format!("proxy-connect:127.0.0.1:{g}")],
+        );
+        assert!(!all.is_empty(), "{}", stderr(&out));
+        assert_denied(&all, "connect", &format!("127.0.0.1:{g}"), &[ECONNREFUSED]);
+        let via_proxy = detail(&all, "proxy-connect", &format!("127.0.0.1:{g}"));
+        assert!(via_proxy.starts_with("HTTP/1.1 403"), "{via_proxy}");
+        std::fs::write(s.project.join("done"), "").unwrap();
+        assert!(task.wait().unwrap().success());
+    });
+}
+
+#[test]
+fn curl_through_paddock_reaches_a_granted_name_and_not_another() {
+    // The issue's own shape: `paddock run --network NAME -- curl ...`, with curl's own proxy
+    // handling (lowercase `http_proxy`, CONNECT with -p) and the host's proxy variables
+    // pointing nowhere: the task gets paddock's proxy, never the host's.
+    const CURL: &str = "/usr/bin/curl";
+    if !Path::new(CURL).exists() {
+        eprintln!("SKIPPED: {CURL} is not installed");
+        return;
+    }
+    let s = Scratch::new("net-curl");
+    let zone: Zone = &[("allowed.test", &["198.18.0.10"]), ("evil.test", &["198.18.0.99"])];
+    Lab::run(&s, &["198.18.0.10", "198.18.0.99"], zone, |lab| {
+        let allowed = HostServer::start_on("198.18.0.10", "allowed-server");
+        let evil = HostServer::start_on("198.18.0.99", "evil-server");
+        let (a, e) = (allowed.port, evil.port);
+        let script = format!(
+            "{CURL} -sS -m 10 http://allowed.test:{a}/; echo; \
+             {CURL} -sS -m 10 -p http://allowed.test:{a}/; echo; \
+             {CURL} -s -m 10 -o /dev/null -w '%{{http_code}}' http://evil.test:{e}/; echo"
+        );
+        let report = s.root.join("report.json");
+        let out = s
+            .paddock()
+            .env("http_proxy", "http://127.0.0.1:9")
+            .env("HTTP_PROXY", "http://127.0.0.1:9")
+            .args(["run", "--itemize", "off", "--network", "allowed.test", "--report"])
+            .arg(&report)
+            .args(["--", "sh", "-c", &script])
+            .output()
+            .unwrap();
+        let lines = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(
+            lines.lines().collect::<Vec<_>>(),
+            ["allowed-server", "allowed-server", "403"],
+            "{}",
+            stderr(&out)
+        );
+        assert_eq!((allowed.hits(), evil.hits()), (2, 0));
+        let report: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+        assert_eq!(network_targets(&report), vec![format!("evil.test:{e}")], "{report}");
+        assert!(!lab.queries().iter().any(|q| q.starts_with("evil")), "{:?}", lab.queries());
+    });
+}
