@@ -224,8 +224,11 @@ fn main() {
 
     let mut rows: Vec<(&str, SocketAddr)> =
         vec![("direct", server), ("relay", relay_addr), ("chain", chain_addr)];
+    let wanted = |name: &str| args.only.as_ref().is_none_or(|only| only.iter().any(|o| o == name));
     let mut socats = Socat(Vec::new());
-    if Path::new(SOCAT).exists() {
+    if !wanted("socat-relay") && !wanted("socat-chain") {
+        // Not asked for: no socat processes.
+    } else if Path::new(SOCAT).exists() {
         let p1 = free_port();
         socats.0.push(socat(&[
             format!("TCP-LISTEN:{p1},bind=127.0.0.1,reuseaddr,fork"),
@@ -251,9 +254,9 @@ fn main() {
     } else {
         println!("socat not found at {SOCAT}: skipping the socat rows");
     }
-    if let Some(only) = &args.only {
+    if args.only.is_some() {
         // Without `direct` (when profiling one path) the ratios are against the first path.
-        rows.retain(|(name, _)| only.iter().any(|o| o == name));
+        rows.retain(|(name, _)| wanted(name));
         assert!(
             !rows.is_empty(),
             "--only names none of: direct, relay, chain, socat-relay, socat-chain"
