@@ -30,6 +30,7 @@ pub fn main() -> i32 {
         Some("__nprobe") => return notify::probe(&args[2..]),
         Some("__run_sleep") => return run_sleep(&args[2..]),
         Some("__run_observed_sleep") => return observe::run_observed_sleep(&args[2..]),
+        Some("__run_script") => return observe::run_script(&args[2..]),
         _ => {}
     }
     let filter = args
@@ -128,6 +129,7 @@ const TESTS: &[(&str, Test)] = &[
         "kill_9_of_the_runner_leaves_no_observer_behind",
         observe::kill_9_of_the_runner_leaves_no_observer_behind,
     ),
+    ("finish_without_a_mount_returns_at_once", observe::finish_without_a_mount_returns_at_once),
 ];
 
 fn missing_sandbox() -> Option<String> {

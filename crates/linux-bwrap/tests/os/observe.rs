@@ -39,12 +39,16 @@ fn fuse_or_skip(test: &str) -> bool {
 }
 
 fn observe_plan(s: &Scratch, runtime: &Path, script: &str) -> SpawnPlan {
+    shell_plan(s, runtime, script, true)
+}
+
+fn shell_plan(s: &Scratch, runtime: &Path, script: &str, observe: bool) -> SpawnPlan {
     let task = Task {
         program: "/bin/sh".into(),
         args: vec![OsString::from("-c"), OsString::from(script)],
         cwd: abs(&s.proj),
         runtime_dir: abs(runtime),
-        observe: true,
+        observe,
     };
     LinuxBwrap.plan(&s.policy(), &task, &facts()).unwrap()
 }
@@ -90,7 +94,9 @@ pub(super) fn observer_records_hidden_lookups_listings_and_writes() {
          {exe} __probe read {home}/proj/src/main.rs; \
          {exe} __probe write {home}/proj/out.txt; \
          {exe} __probe ls {home}/proj; \
-         test -e {home}/.{marker}; sleep 1.5; : {marker}"
+         {exe} __probe ls {mount_dir}; \
+         test -e {home}/.{marker}; sleep 1.5; : {marker}",
+        mount_dir = runtime.path().join("observe"),
     );
     let plan = observe_plan(&s, runtime.path().as_path(), &script);
     let observer = plan.observer.clone().expect("an observer plan");
@@ -161,6 +167,8 @@ pub(super) fn observer_records_hidden_lookups_listings_and_writes() {
             "read=ok:fn main() {}",
             "write=ok",
             "ls=ok:.git,out.txt,src",
+            // The observer's root is covered by an empty tmpfs.
+            "ls=ok:",
         ],
         "stderr: {stderr}"
     );
@@ -252,4 +260,50 @@ pub(super) fn run_observed_sleep(args: &[OsString]) -> i32 {
     let _ = child.wait();
     let _ = server.finish();
     0
+}
+
+/// `__run_script observe|tmpfs NAME SCRIPT`: runs `sh -c SCRIPT` in a sandbox over a scratch
+/// tree (its home a directory deny anchor, observed or a tmpfs) and exits with its status;
+/// for measuring what the observer costs (`hyperfine`).
+pub(super) fn run_script(args: &[OsString]) -> i32 {
+    let observe = args.first().is_some_and(|m| m == "observe");
+    let name = args.get(1).and_then(|a| a.to_str()).unwrap_or("script");
+    let script = args.get(2).and_then(|a| a.to_str()).unwrap_or("true");
+    let s = Scratch::new(name);
+    let runtime = paddock::runtime_dir::RuntimeDir::create().unwrap();
+    let plan = shell_plan(&s, runtime.path().as_path(), script, observe);
+    let opened = plan.observer.as_ref().map(|o| observe_fs::open(o).unwrap());
+    let (record_w, _drain) = record_pipe();
+    let spawned = exec::spawn_with(
+        &plan,
+        Output::Inherit,
+        Some(runtime.path().as_path()),
+        vec![(record_w, RECORD_FD)],
+        opened.as_ref().map(|o| &o.0),
+    )
+    .unwrap();
+    let Spawned { mut child, .. } = spawned;
+    let status = child.wait().unwrap();
+    if let Some((_, server)) = opened {
+        eprintln!("records: {}", server.finish().len());
+    }
+    status.code().unwrap_or(1)
+}
+
+pub(super) fn finish_without_a_mount_returns_at_once() {
+    if !fuse_or_skip("finish_without_a_mount_returns_at_once") {
+        return;
+    }
+    let s = Scratch::new("ofinish");
+    let runtime = paddock::runtime_dir::RuntimeDir::create().unwrap();
+    let plan = observe_plan(&s, runtime.path().as_path(), "true");
+    let observer = plan.observer.clone().unwrap();
+    // The spawn never happens (or fails before the mount): the serving thread, waiting for
+    // the device, must end when the server is finished, not hang the runner.
+    let (mount, server) = observe_fs::open(&observer).unwrap();
+    assert!(observer.mount_dir.as_path().is_dir(), "open creates the mount point");
+    let start = Instant::now();
+    assert!(server.finish().is_empty());
+    assert!(start.elapsed() < Duration::from_millis(500), "finish waited {:?}", start.elapsed());
+    drop(mount);
 }
