@@ -52,7 +52,7 @@ use paddock_policy::ObserverPlan;
 use crate::Error;
 
 pub use mount::ObserverMount;
-pub use tree::Tree;
+use tree::Tree;
 
 /// The FUSE device.
 pub const DEV_FUSE: &str = "/dev/fuse";

@@ -122,13 +122,9 @@ impl Tree {
     }
 
     /// How many nodes, the root included.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.nodes.len()
-    }
-
-    /// Whether the tree is only its root.
-    pub fn is_empty(&self) -> bool {
-        self.nodes.len() <= 1
     }
 }
 

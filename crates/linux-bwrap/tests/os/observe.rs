@@ -88,6 +88,7 @@ pub(super) fn observer_records_hidden_lookups_listings_and_writes() {
     // is then the shell, still alive, whose command line holds the marker.
     let script = format!(
         "{exe} __probe read {home}/.ssh/id_canary; \
+         {exe} __probe read {home}/.ssh/id_canary; \
          {exe} __probe ls {home}; \
          {exe} __probe write {home}/newfile; \
          {exe} __probe mkdir {home}/newdir; \
@@ -161,6 +162,7 @@ pub(super) fn observer_records_hidden_lookups_listings_and_writes() {
         results,
         [
             "read=err:2",
+            "read=err:2",
             "ls=ok:proj",
             "write=err:30",
             "mkdir=err:30",
@@ -186,6 +188,9 @@ pub(super) fn observer_records_hidden_lookups_listings_and_writes() {
     ] {
         assert!(got.contains(&want), "{want:?} not recorded in {seen:#?}");
     }
+    // Nothing is cached: the second read of the hidden name is recorded too.
+    let ssh = seen.iter().filter(|r| r.op == FsOp::Lookup && r.path == p(".ssh")).count();
+    assert_eq!(ssh, 2, "{seen:#?}");
     let proj = s.proj.clone();
     assert!(
         !seen.iter().any(|r| r.path.starts_with(&proj)),
