@@ -42,6 +42,8 @@ impl Scratch {
     pub fn paddock(&self) -> Command {
         let mut c = Command::new(paddock_bin());
         c.current_dir(&self.project).env("HOME", &self.home).env_remove("PADDOCK_LOG");
+        // The mechanism under test, unless a test passes `--itemize` (the flag wins).
+        c.env("PADDOCK_ITEMIZE", itemizer());
         c.stdin(Stdio::null());
         c
     }
@@ -120,6 +122,68 @@ pub fn probe_bin() -> PathBuf {
     std::env::var_os("PADDOCK_PROBE")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_paddock-probe")))
+}
+
+/// The itemizing mechanism this run of the suite tests: `PADDOCK_E2E_ITEMIZE` (`observe` or
+/// `strace`), `strace` by default. CI runs the suite once per mechanism.
+pub fn itemizer() -> &'static str {
+    match std::env::var("PADDOCK_E2E_ITEMIZE").as_deref() {
+        Ok("strace") | Err(_) => "strace",
+        Ok("observe") => "observe",
+        Ok(other) => panic!("PADDOCK_E2E_ITEMIZE={other}: use observe or strace"),
+    }
+}
+
+/// Whether the suite's itemizer ([`itemizer`]) works here. Skips loudly, or panics when OS
+/// tests are required.
+pub fn require_itemizer() -> bool {
+    if !require_os_sandbox() {
+        return false;
+    }
+    let missing = match itemizer() {
+        "strace" => (!["/usr/bin/strace", "/usr/local/bin/strace", "/bin/strace"]
+            .iter()
+            .any(|p| Path::new(p).exists()))
+        .then_some("strace is not installed (apt-get install strace)"),
+        _ => std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/fuse")
+            .is_err()
+            .then_some("/dev/fuse cannot be opened read-write (chmod 0666 /dev/fuse)"),
+    };
+    match missing {
+        None => true,
+        Some(why) if os_tests_required() => {
+            panic!("OS tests are required here, but itemizing with {} needs: {why}", itemizer())
+        }
+        Some(why) => {
+            eprintln!("SKIPPED: itemizing with {}: {why}", itemizer());
+            false
+        }
+    }
+}
+
+/// Whether strace is here (for tests of strace itself: `paddock learn`, `--itemize strace`).
+/// Skips loudly when not: CI runs the suite once with strace hidden, to prove the observers
+/// itemize alone.
+pub fn require_strace() -> bool {
+    if !require_os_sandbox() {
+        return false;
+    }
+    // Hidden by a bind of /dev/null (a character device) is as good as missing.
+    let found = ["/usr/bin/strace", "/usr/local/bin/strace", "/bin/strace"]
+        .iter()
+        .any(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file()));
+    if !found {
+        eprintln!("SKIPPED: strace is not installed (or hidden for this run)");
+    }
+    found
+}
+
+fn os_tests_required() -> bool {
+    std::env::var_os("CI").is_some_and(|v| v == "true" || v == "1")
+        || std::env::var_os("PADDOCK_REQUIRE_OS_TESTS").is_some()
 }
 
 /// Whether the OS sandbox is here. Skips loudly, or panics when OS tests are required.

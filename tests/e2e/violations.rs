@@ -2,31 +2,18 @@
 //! granted one reports nothing, every denial of a concurrent task is counted, and the
 //! report cannot be forged or used to drive a terminal (PRC-09, TTY-06).
 
-use std::path::Path;
 use std::process::Output;
 
 use serde_json::Value;
 
+/// For the suites of strace itself (`paddock learn`).
+pub use crate::harness::require_strace;
 use crate::harness::*;
 
-/// Whether strace is here: skips loudly, or panics when OS tests are required.
-pub fn require_strace() -> bool {
-    if !require_os_sandbox() {
-        return false;
-    }
-    let found = ["/usr/bin/strace", "/usr/local/bin/strace", "/bin/strace"]
-        .iter()
-        .any(|p| Path::new(p).exists());
-    let required = std::env::var_os("CI").is_some_and(|v| v == "true" || v == "1")
-        || std::env::var_os("PADDOCK_REQUIRE_OS_TESTS").is_some();
-    match (found, required) {
-        (true, _) => true,
-        (false, true) => panic!("OS tests are required here but strace is not installed"),
-        (false, false) => {
-            eprintln!("SKIPPED: strace is not installed (apt-get install strace)");
-            false
-        }
-    }
+/// The syscall a read denial is reported with: strace sees the call; the observer
+/// filesystem sees the lookup the call made.
+fn read_syscall() -> &'static str {
+    if itemizer() == "strace" { "openat" } else { "lookup" }
 }
 
 /// Runs `paddock run FLAGS -- sh -c SCRIPT` with a report; returns the report and output.
@@ -48,7 +35,7 @@ fn run(s: &Scratch, flags: &[&str], script: &str) -> (Value, Output) {
 
 fn violations(report: &Value) -> &Vec<Value> {
     assert_eq!(report["itemized"], true, "{report}");
-    assert_eq!(report["itemized_by"], "strace", "{report}");
+    assert_eq!(report["itemized_by"], itemizer(), "{report}");
     report["violations"].as_array().unwrap()
 }
 
@@ -71,7 +58,7 @@ fn p(s: &Scratch, rel: &str) -> String {
 
 #[test]
 fn a_hidden_read_is_reported_with_path_syscall_and_errno() {
-    if !require_strace() {
+    if !require_itemizer() {
         return;
     }
     let s = Scratch::new("v-read");
@@ -85,7 +72,7 @@ fn a_hidden_read_is_reported_with_path_syscall_and_errno() {
     );
     assert!(!String::from_utf8_lossy(&out.stdout).contains(CANARY));
     let v = find(&report, "read", &p(&s, "secrets/key"));
-    assert_eq!(v["syscall"], "openat");
+    assert_eq!(v["syscall"], read_syscall());
     assert!(v["errno"] == "ENOENT" || v["errno"] == "EACCES", "{v}");
     assert_eq!(v["count"], 1);
     // The task's own missing file outside a deny anchor is not a violation.
@@ -99,7 +86,7 @@ fn a_hidden_read_is_reported_with_path_syscall_and_errno() {
 
 #[test]
 fn a_refused_write_is_reported() {
-    if !require_strace() {
+    if !require_itemizer() {
         return;
     }
     let s = Scratch::new("v-write");
@@ -121,7 +108,7 @@ fn a_refused_write_is_reported() {
 
 #[test]
 fn unix_socket_and_network_denials_are_reported() {
-    if !require_strace() {
+    if !require_itemizer() {
         return;
     }
     let s = Scratch::new("v-net");
@@ -129,8 +116,10 @@ fn unix_socket_and_network_denials_are_reported() {
     config(&s, "[report]\nwithin = [\"/\"]\n");
     let probe = probe_bin();
     let script = format!("{} unix-socket connect:192.0.2.1:443", probe.display());
-    // `--itemize strace` sees calls the seccomp filter refuses (socket(AF_UNIX)).
-    let (report, out) = run(&s, &["--itemize", "strace"], &script);
+    // `--itemize strace` sees calls the seccomp filter refuses (socket(AF_UNIX)); so do the
+    // observers, whose filter refuses it itself. strace under `--seccomp-bpf` (auto) does not.
+    let flags: &[&str] = if itemizer() == "strace" { &["--itemize", "strace"] } else { &[] };
+    let (report, out) = run(&s, flags, &script);
     let v = find(&report, "unix-socket", "AF_UNIX");
     assert_eq!((&v["syscall"], &v["errno"]), (&"socket".into(), &"EPERM".into()), "{out:?}");
     let v = find(&report, "network", "192.0.2.1:443");
@@ -148,7 +137,7 @@ fn unix_socket_and_network_denials_are_reported() {
 
 #[test]
 fn a_task_using_only_granted_paths_reports_nothing() {
-    if !require_strace() {
+    if !require_itemizer() {
         return;
     }
     let s = Scratch::new("v-clean");
@@ -164,7 +153,7 @@ fn a_task_using_only_granted_paths_reports_nothing() {
 
 #[test]
 fn every_denial_of_a_concurrent_task_is_counted() {
-    if !require_strace() {
+    if !require_itemizer() {
         return;
     }
     let s = Scratch::new("v-many");
@@ -183,7 +172,7 @@ fn every_denial_of_a_concurrent_task_is_counted() {
 
 #[test]
 fn the_reporter_cannot_be_forged_or_killed_from_inside_prc_09() {
-    if !require_strace() {
+    if !require_itemizer() {
         return;
     }
     let s = Scratch::new("v-prc09");
@@ -214,7 +203,7 @@ fn the_reporter_cannot_be_forged_or_killed_from_inside_prc_09() {
 
 #[test]
 fn control_characters_are_escaped_in_the_summary_tty_06() {
-    if !require_strace() {
+    if !require_itemizer() {
         return;
     }
     let s = Scratch::new("v-tty06");
@@ -257,6 +246,7 @@ fn comm(pid: u32) -> String {
 
 #[test]
 fn killing_the_tracer_takes_the_sandbox_and_never_opens_the_wall() {
+    // strace is a process of its own that could be killed; the observers live in paddock.
     if !require_strace() {
         return;
     }
@@ -266,7 +256,15 @@ fn killing_the_tracer_takes_the_sandbox_and_never_opens_the_wall() {
     config(&s, "[deny]\nread = [\"secrets\"]\n");
     let child = s
         .paddock()
-        .args(["run", "--", "sh", "-c", "sleep 2; cat secrets/shadow; sleep 30"])
+        .args([
+            "run",
+            "--itemize",
+            "strace",
+            "--",
+            "sh",
+            "-c",
+            "sleep 2; cat secrets/shadow; sleep 30",
+        ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -294,7 +292,7 @@ fn killing_the_tracer_takes_the_sandbox_and_never_opens_the_wall() {
 
 #[test]
 fn a_hidden_file_is_reported() {
-    if !require_strace() {
+    if !require_itemizer() {
         return;
     }
     let s = Scratch::new("v-netrc");
@@ -304,7 +302,7 @@ fn a_hidden_file_is_reported() {
     assert!(!String::from_utf8_lossy(&out.stdout).contains(CANARY));
     let netrc = s.home.join(".netrc");
     let v = find(&report, "read", netrc.to_str().unwrap());
-    assert_eq!(v["syscall"], "openat");
+    assert_eq!(v["syscall"], if itemizer() == "strace" { "openat" } else { "open" });
     // Refused (EACCES), or read as empty if the backend shows it so (no errno then).
     assert!(v.get("errno").is_none() || v["errno"] == "EACCES", "{v}");
 }

@@ -2,7 +2,8 @@
 //!
 //! - `ci`: everything CI checks: fmt, clippy `-D warnings`, the tests, the tidy checks, the
 //!   purity of the pure crates, and the macOS type-check.
-//! - `test-linux`: the end-to-end suite as root and as an unprivileged user.
+//! - `test-linux`: the end-to-end suite as root and as an unprivileged user, itemizing with
+//!   the observers (also with strace hidden) and with strace.
 //! - `test-macos`: the end-to-end suite against sandbox-exec (on macOS only).
 //! - `bench spawn`: `paddock run -- true` against bare bwrap and bare `true`.
 //! - `bench trace`: what itemizing with strace costs on three open-heavy workloads.
@@ -14,6 +15,7 @@
 #![allow(clippy::disallowed_methods)]
 
 mod bench;
+mod e2e;
 mod tidy;
 
 use std::path::{Path, PathBuf};
@@ -72,6 +74,9 @@ fn shown(cmd: &Command) -> String {
     s
 }
 
+/// The e2e suite's itemizer (`observe` or `strace`; see tests/e2e/harness.rs).
+const E2E_ITEMIZE: &str = "PADDOCK_E2E_ITEMIZE";
+
 fn cargo() -> Command {
     Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
 }
@@ -84,16 +89,11 @@ fn ci(root: &Path) -> Result<()> {
     run(cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
     // The end-to-end suite drives the built binary: build it first so it is never stale.
     run(cargo().args(["build", "-p", "paddock", "-p", "paddock-tests"]))?;
-    run(cargo().args(["test", "--workspace", "--no-fail-fast"]))?;
+    // Every test, with the e2e suite itemizing through the observers (strace is present).
+    run(cargo().args(["test", "--workspace", "--no-fail-fast"]).env(E2E_ITEMIZE, "observe"))?;
     darwin_check()?;
     fuzz_check(root)?;
-    if is_root() && Path::new("/usr/bin/bwrap").exists() {
-        test_unprivileged(root)?;
-    } else {
-        eprintln!(
-            "xtask: skipping the unprivileged e2e run: it needs root to create the test user"
-        );
-    }
+    e2e::matrix(root, &e2e::CI_RUNS)?;
     eprintln!("xtask ci: all checks passed in {:.0?}", started.elapsed());
     Ok(())
 }
@@ -223,70 +223,8 @@ fn is_root() -> bool {
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
-const TEST_USER: &str = "paddock-test";
-
-/// Builds the e2e suite and runs it as an unprivileged user created for the purpose.
-fn test_unprivileged(root: &Path) -> Result<()> {
-    let exists = Command::new("id").arg(TEST_USER).output().is_ok_and(|o| o.status.success());
-    if !exists {
-        run(Command::new("useradd").args(["--create-home", "--shell", "/bin/sh", TEST_USER]))?;
-    }
-    // Build as root, then run the test binary as the user from a copy it can read.
-    run(cargo().args(["build", "-p", "paddock", "-p", "paddock-tests"]))?;
-    let out = cargo()
-        .args(["test", "-p", "paddock-tests", "--test", "e2e", "--no-run", "--message-format=json"])
-        .output()?;
-    if !out.status.success() {
-        bail!("building the e2e suite failed:\n{}", String::from_utf8_lossy(&out.stderr));
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
-    let exe = text
-        .lines()
-        .filter(|l| l.contains("\"executable\"") && l.contains("\"e2e\""))
-        .filter_map(|l| l.split("\"executable\":\"").nth(1).and_then(|r| r.split('"').next()))
-        .next_back()
-        .context("cannot find the e2e test binary")?;
-    // Not under /tmp: every task gets a private /tmp, where the probe would be invisible.
-    let stage = PathBuf::from("/var/tmp/paddock-e2e-unprivileged");
-    let _ = std::fs::remove_dir_all(&stage);
-    std::fs::create_dir_all(&stage)?;
-    for (src, name) in [
-        (PathBuf::from(exe), "e2e"),
-        (target_dir(root).join("debug/paddock"), "paddock"),
-        (target_dir(root).join("debug/paddock-probe"), "paddock-probe"),
-    ] {
-        std::fs::copy(&src, stage.join(name))
-            .with_context(|| format!("cannot stage {}", src.display()))?;
-    }
-    run(Command::new("chmod").args(["-R", "a+rX"]).arg(&stage))?;
-    run(Command::new("setpriv")
-        .args(["--reuid", TEST_USER, "--regid", TEST_USER, "--init-groups", "--reset-env"])
-        .arg("env")
-        .arg(format!("PADDOCK_BIN={}", stage.join("paddock").display()))
-        .arg(format!("PADDOCK_PROBE={}", stage.join("paddock-probe").display()))
-        .arg(format!("HOME=/home/{TEST_USER}"))
-        .arg(format!("PADDOCK_E2E_TMP=/home/{TEST_USER}/e2e"))
-        .arg(format!("CI={}", std::env::var("CI").unwrap_or_default()))
-        .arg("PATH=/usr/local/bin:/usr/bin:/bin")
-        .arg(stage.join("e2e"))
-        .arg("--test-threads=2")
-        .current_dir("/tmp"))?;
-    let _ = std::fs::remove_dir_all(&stage);
-    Ok(())
-}
-
 fn test_linux(root: &Path) -> Result<()> {
-    // The suite drives the built binary: build it first so it is never stale.
-    run(cargo().args(["build", "-p", "paddock", "-p", "paddock-tests"]))?;
-    run(cargo().args(["test", "-p", "paddock-tests", "--test", "e2e"]))?;
-    if is_root() {
-        test_unprivileged(root)
-    } else {
-        eprintln!(
-            "xtask: the unprivileged run needs root to create its user; ran as the current user only"
-        );
-        Ok(())
-    }
+    e2e::matrix(root, &e2e::ALL_RUNS)
 }
 
 fn test_macos() -> Result<()> {

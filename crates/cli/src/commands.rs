@@ -148,6 +148,25 @@ pub fn check(args: &CheckArgs) -> Result<u8> {
     }
 }
 
+/// The environment variable that sets the itemizing mode when `--itemize` is not given; it
+/// overrides the config's `report.itemize` (a run-time choice of the person running, like the
+/// flag). Itemizing never changes what is enforced.
+pub const ITEMIZE_ENV: &str = "PADDOCK_ITEMIZE";
+
+/// `--itemize`, else `PADDOCK_ITEMIZE`, else the config's `report.itemize`.
+fn itemize_mode(args: &RunArgs, loaded: &Loaded) -> Result<paddock_policy::ItemizeMode> {
+    if args.policy.itemize.is_some() {
+        return Ok(loaded.resolved.report.itemize);
+    }
+    match std::env::var_os(ITEMIZE_ENV) {
+        None => Ok(loaded.resolved.report.itemize),
+        Some(v) if v.is_empty() => Ok(loaded.resolved.report.itemize),
+        Some(v) => v.to_str().and_then(paddock_policy::ItemizeMode::parse).with_context(|| {
+            format!("{ITEMIZE_ENV}={}: use auto, observe, strace or off", v.to_string_lossy())
+        }),
+    }
+}
+
 /// `paddock run`.
 pub fn run(args: &RunArgs) -> Result<u8> {
     // Sweep first: a killed run's placeholders must be gone before resolution looks at
@@ -176,7 +195,7 @@ pub fn run(args: &RunArgs) -> Result<u8> {
     };
     let opts =
         crate::supervise::RunOptions { timeout, grace: Duration::from_secs(2), capture: false };
-    let (trace, note) = crate::trace::choose(loaded.resolved.report.itemize, &facts);
+    let (trace, note) = crate::trace::choose(itemize_mode(args, &loaded)?, &facts);
     if let Some(note) = note {
         eprintln!("paddock: note: {note}");
     }

@@ -1,0 +1,184 @@
+//! The end-to-end suite's runs: as root and as an unprivileged user, itemizing denials with
+//! the observers (also with strace hidden, to prove they need none) and with strace.
+//!
+//! The suite is built once; each run executes the test binary with `PADDOCK_E2E_ITEMIZE`
+//! set (see tests/e2e/harness.rs). strace is hidden by bind-mounting `/dev/null` over it in a
+//! private mount namespace (`unshare --mount`), so nothing changes on the host. The
+//! unprivileged runs use the user `paddock-test`, created on first use, and a staged copy of
+//! the binaries it can read.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+use crate::{E2E_ITEMIZE, cargo, is_root, run, target_dir};
+
+/// The unprivileged runs' user.
+const TEST_USER: &str = "paddock-test";
+
+/// One run of the suite.
+#[derive(Clone, Copy, Debug)]
+pub struct SuiteRun {
+    /// For the log.
+    pub name: &'static str,
+    /// As [`TEST_USER`] rather than the current user.
+    pub unprivileged: bool,
+    /// `observe` or `strace`.
+    pub itemize: &'static str,
+    /// With strace hidden.
+    pub hide_strace: bool,
+}
+
+/// What CI runs after `cargo test --workspace` (which runs the suite as root, observing).
+pub const CI_RUNS: [SuiteRun; 3] = [
+    SuiteRun { name: "root, strace", unprivileged: false, itemize: "strace", hide_strace: false },
+    SuiteRun {
+        name: "root, observers, no strace",
+        unprivileged: false,
+        itemize: "observe",
+        hide_strace: true,
+    },
+    SuiteRun {
+        name: "unprivileged, observers, no strace",
+        unprivileged: true,
+        itemize: "observe",
+        hide_strace: true,
+    },
+];
+
+/// `cargo xtask test-linux`: the CI runs and the plain root run with the observers.
+pub const ALL_RUNS: [SuiteRun; 4] = [
+    SuiteRun {
+        name: "root, observers",
+        unprivileged: false,
+        itemize: "observe",
+        hide_strace: false,
+    },
+    CI_RUNS[0],
+    CI_RUNS[1],
+    CI_RUNS[2],
+];
+
+/// Where strace may be (the probe's list).
+const STRACE_PATHS: &[&str] = &["/usr/bin/strace", "/usr/local/bin/strace", "/bin/strace"];
+
+/// Builds the suite and runs it once per entry of `runs`; every run must pass.
+pub fn matrix(root: &Path, runs: &[SuiteRun]) -> Result<()> {
+    run(cargo().args(["build", "-p", "paddock", "-p", "paddock-tests"]))?;
+    let exe = suite_binary()?;
+    let mut staged: Option<PathBuf> = None;
+    for r in runs {
+        if (r.unprivileged || r.hide_strace) && !is_root() {
+            eprintln!(
+                "xtask: skipping the e2e run \"{}\": it needs root (a test user, a mount namespace)",
+                r.name
+            );
+            continue;
+        }
+        eprintln!("xtask: e2e run \"{}\"", r.name);
+        let mut argv: Vec<String> = Vec::new();
+        let mut env: Vec<(String, String)> = vec![
+            (E2E_ITEMIZE.to_owned(), r.itemize.to_owned()),
+            ("CI".to_owned(), std::env::var("CI").unwrap_or_default()),
+        ];
+        let test_binary = if r.unprivileged {
+            let stage = match &staged {
+                Some(s) => s.clone(),
+                None => {
+                    let s = stage(root, &exe)?;
+                    staged = Some(s.clone());
+                    s
+                }
+            };
+            env.extend([
+                ("PADDOCK_BIN".to_owned(), stage.join("paddock").display().to_string()),
+                ("PADDOCK_PROBE".to_owned(), stage.join("paddock-probe").display().to_string()),
+                ("HOME".to_owned(), format!("/home/{TEST_USER}")),
+                ("PADDOCK_E2E_TMP".to_owned(), format!("/home/{TEST_USER}/e2e")),
+                ("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned()),
+            ]);
+            argv.extend(
+                [
+                    "setpriv",
+                    "--reuid",
+                    TEST_USER,
+                    "--regid",
+                    TEST_USER,
+                    "--init-groups",
+                    "--reset-env",
+                    "env",
+                ]
+                .map(str::to_owned),
+            );
+            argv.extend(env.iter().map(|(k, v)| format!("{k}={v}")));
+            stage.join("e2e")
+        } else {
+            exe.clone()
+        };
+        argv.push(test_binary.display().to_string());
+        argv.push("--test-threads=2".to_owned());
+        let mut cmd = if r.hide_strace {
+            // sh -c 'SCRIPT' sh ARGV...: bind /dev/null over each strace, then exec ARGV.
+            let mut c = Command::new("unshare");
+            c.args(["--mount", "--propagation", "private", "--", "sh", "-c"]).arg(format!(
+                "for p in {}; do [ -e \"$p\" ] && mount --bind /dev/null \"$p\"; done; exec \"$@\"",
+                STRACE_PATHS.join(" ")
+            ));
+            c.arg("sh").args(&argv);
+            c
+        } else {
+            let mut c = Command::new(&argv[0]);
+            c.args(&argv[1..]);
+            c
+        };
+        if !r.unprivileged {
+            cmd.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        }
+        // Not under /tmp: every task gets a private /tmp, where the probe would be invisible.
+        cmd.current_dir(if r.unprivileged { PathBuf::from("/tmp") } else { root.join("tests") });
+        run(&mut cmd).with_context(|| format!("the e2e run \"{}\" failed", r.name))?;
+    }
+    if let Some(stage) = staged {
+        let _ = std::fs::remove_dir_all(stage);
+    }
+    Ok(())
+}
+
+/// The e2e test binary cargo built.
+fn suite_binary() -> Result<PathBuf> {
+    let out = cargo()
+        .args(["test", "-p", "paddock-tests", "--test", "e2e", "--no-run", "--message-format=json"])
+        .output()?;
+    if !out.status.success() {
+        bail!("building the e2e suite failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .filter(|l| l.contains("\"executable\"") && l.contains("\"e2e\""))
+        .filter_map(|l| l.split("\"executable\":\"").nth(1).and_then(|r| r.split('"').next()))
+        .next_back()
+        .map(PathBuf::from)
+        .context("cannot find the e2e test binary")
+}
+
+/// Creates the test user if needed and copies the binaries where it can read them.
+fn stage(root: &Path, exe: &Path) -> Result<PathBuf> {
+    let exists = Command::new("id").arg(TEST_USER).output().is_ok_and(|o| o.status.success());
+    if !exists {
+        run(Command::new("useradd").args(["--create-home", "--shell", "/bin/sh", TEST_USER]))?;
+    }
+    let stage = PathBuf::from("/var/tmp/paddock-e2e-unprivileged");
+    let _ = std::fs::remove_dir_all(&stage);
+    std::fs::create_dir_all(&stage)?;
+    for (src, name) in [
+        (exe.to_path_buf(), "e2e"),
+        (target_dir(root).join("debug/paddock"), "paddock"),
+        (target_dir(root).join("debug/paddock-probe"), "paddock-probe"),
+    ] {
+        std::fs::copy(&src, stage.join(name))
+            .with_context(|| format!("cannot stage {}", src.display()))?;
+    }
+    run(Command::new("chmod").args(["-R", "a+rX"]).arg(&stage))?;
+    Ok(stage)
+}
