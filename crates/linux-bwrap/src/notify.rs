@@ -27,8 +27,14 @@
 //! Duplicates: a notified call interrupted by a signal before the supervisor answers is not
 //! recorded (the answer fails with `ENOENT`); if the call is restarted it is notified again
 //! and recorded then, once. A call interrupted after it was let through and then restarted
-//! (a blocking `open` of a FIFO under `SA_RESTART`) is recorded twice; the host counts
-//! distinct `(syscall, path)` pairs.
+//! (a blocking `open` of a FIFO under `SA_RESTART`) is recorded twice: a reader that counts
+//! should count distinct `(syscall, path)` pairs.
+//!
+//! Not seen: calls on descriptors (`fchmod`, `ftruncate`, `fsetxattr` of a file opened
+//! read-only), io_uring (refused by the main filter), and the writes of a task that made
+//! itself non-dumpable (the supervisor, without capabilities, can then read neither its
+//! memory nor its `/proc/PID/cwd`: the call still runs against the wall, unrecorded).
+//! Relative paths need a fresh `/proc` (not the weaker mode's empty one).
 
 use std::io::{BufRead, BufReader, Read};
 
@@ -97,8 +103,7 @@ pub fn read_records<R: Read>(input: R, mut f: impl FnMut(NotifyRecord)) -> u64 {
     loop {
         line.clear();
         // A read error ends the stream like EOF.
-        let (ended, too_long) =
-            read_bounded_line(&mut reader, &mut line).unwrap_or((true, false));
+        let (ended, too_long) = read_bounded_line(&mut reader, &mut line).unwrap_or((true, false));
         if too_long {
             malformed += 1;
         } else if !line.iter().all(u8::is_ascii_whitespace) {

@@ -41,12 +41,20 @@ pub const WRITE_FLAGS: u32 = (libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | li
 
 const AF_UNIX: u32 = libc::AF_UNIX as u32;
 
-/// `AUDIT_ARCH_*` of the architecture this is built for.
+/// `AUDIT_ARCH_*` of the architecture this is built for, if its syscall table is known here
+/// (x86_64; aarch64 and riscv64, which share the generic table without the legacy calls).
+/// Elsewhere [`program`] is empty, installing it fails, and observe mode refuses to run.
 #[cfg(target_arch = "x86_64")]
-pub const NATIVE_ARCH: u32 = 0xC000_003E;
-/// `AUDIT_ARCH_*` of the architecture this is built for.
+pub const NATIVE_ARCH: Option<u32> = Some(0xC000_003E);
+/// `AUDIT_ARCH_*` of the architecture this is built for (see the x86_64 one).
 #[cfg(target_arch = "aarch64")]
-pub const NATIVE_ARCH: u32 = 0xC000_00B7;
+pub const NATIVE_ARCH: Option<u32> = Some(0xC000_00B7);
+/// `AUDIT_ARCH_*` of the architecture this is built for (see the x86_64 one).
+#[cfg(target_arch = "riscv64")]
+pub const NATIVE_ARCH: Option<u32> = Some(0xC000_00F3);
+/// `AUDIT_ARCH_*` of the architecture this is built for (see the x86_64 one).
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64")))]
+pub const NATIVE_ARCH: Option<u32> = None;
 
 // Numbers shared by every architecture since 424 (libc lacks some of them).
 const SYS_FCHMODAT2: i64 = 452;
@@ -200,11 +208,12 @@ fn body(call: &Call) -> Vec<libc::sock_filter> {
     }
 }
 
-/// The notification program for `opts`.
+/// The notification program for `opts` (empty on an architecture without a table here).
 pub fn program(opts: Options) -> Vec<libc::sock_filter> {
+    let Some(native) = NATIVE_ARCH else { return Vec::new() };
     let mut prog = vec![
         stmt(LD_W_ABS, OFF_ARCH),
-        jump(JEQ_K, NATIVE_ARCH, 1, 0),
+        jump(JEQ_K, native, 1, 0),
         stmt(RET_K, RET_ALLOW),
         stmt(LD_W_ABS, OFF_NR),
     ];

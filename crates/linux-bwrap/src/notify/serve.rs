@@ -56,9 +56,10 @@ pub struct Stats {
 impl Server {
     /// Starts serving `listener`, writing records to `records`.
     pub fn start(listener: OwnedFd, records: File, opts: Options) -> std::io::Result<Server> {
-        // SAFETY: an ioctl on our own listener with a pointer to a valid u64.
+        // The flags travel by value, not behind a pointer (despite the ioctl's `_IOW` code).
+        // SAFETY: an ioctl on our own listener with an integer argument.
         let sync = unsafe {
-            libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_SET_FLAGS, &SYNC_WAKE_UP)
+            libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_SET_FLAGS, SYNC_WAKE_UP)
         } == 0;
         // Older kernels (< 6.6) answer EINVAL or ENOTTY: notifications work, only slower.
         let mut fds = [0; 2];

@@ -167,6 +167,8 @@ const CLOEXEC: i64 = libc::O_CLOEXEC as i64;
 fn write_intent_calls_are_notified_and_reads_are_not() {
     let (dir, p) = scratch("paths");
     let existing = p("existing");
+    // struct open_how { flags, mode, resolve }: a read-only open, notified all the same.
+    let how = Box::leak(Box::new([0u64; 3])).as_ptr() as i64;
     let probes = vec![
         probe("getpid", libc::SYS_getpid, [0; 6], false, 0),
         probe("openat(RDONLY)", libc::SYS_openat, [FDCWD, existing, RDONLY, 0, 0, 0], false, 0),
@@ -200,6 +202,7 @@ fn write_intent_calls_are_notified_and_reads_are_not() {
         probe("fchmodat", libc::SYS_fchmodat, [FDCWD, existing, 0o644, 0, 0, 0], true, 0),
         probe("truncate", libc::SYS_truncate, [existing, 0, 0, 0, 0, 0], true, 0),
         probe("utimensat", libc::SYS_utimensat, [FDCWD, existing, 0, 0, 0, 0], true, 0),
+        probe("openat2 (always)", libc::SYS_openat2, [FDCWD, existing, how, 24, 0, 0], true, 0),
         probe("socket(AF_UNIX), not refused", libc::SYS_socket, [1, 1, 0, 0, 0, 0], false, 0),
         probe("connect, not recorded", libc::SYS_connect, [-1, 0, 0, 0, 0, 0], false, libc::EBADF),
     ];
@@ -473,4 +476,122 @@ fn records_round_trip_and_malformed_lines_are_counted() {
         line,
         "{\"pid\":7,\"kind\":\"unix-socket\",\"syscall\":\"socket\",\"path\":null,\"target\":null,\"errno\":\"EPERM\"}\n"
     );
+}
+
+/// Whether the running kernel is at least `major.minor`.
+fn kernel_at_least(major: u32, minor: u32) -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let mut parts = release.trim().split(['.', '-']).map(|p| p.parse::<u32>().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0)) >= (major, minor)
+}
+
+#[test]
+fn the_server_refuses_unix_sockets_records_and_fails_closed_once_stopped() {
+    use super::serve::Server;
+    let opts = Options { record_connects: true, refuse_unix_sockets: true };
+    let program = filter::program(opts);
+    let addr = |ip: [u8; 4]| libc::sockaddr_in {
+        sin_family: libc::AF_INET as u16,
+        sin_port: 443u16.to_be(),
+        sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(ip) },
+        sin_zero: [0; 8],
+    };
+    let (far, near) = (addr([10, 1, 2, 3]), addr([127, 0, 0, 1]));
+    let (mut pair, mut report, mut go) = ([0; 2], [0; 2], [0; 2]);
+    // SAFETY: valid two-int arrays.
+    unsafe {
+        assert_eq!(libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET, 0, pair.as_mut_ptr()), 0);
+        assert_eq!(libc::pipe(report.as_mut_ptr()), 0);
+        assert_eq!(libc::pipe(go.as_mut_ptr()), 0);
+    }
+    // SAFETY: the child makes raw syscalls on data prepared before the fork.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        // SAFETY: as above.
+        unsafe {
+            let errno = || *libc::__errno_location();
+            let put = |v: i32| libc::write(report[1], (&raw const v).cast(), 4);
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                libc::_exit(200);
+            }
+            let Ok(listener) = filter::install(&program) else { libc::_exit(201) };
+            if fdpass::send_fd(pair[1], listener).is_err() {
+                libc::_exit(202);
+            }
+            libc::close(listener);
+            let rc = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+            put(if rc < 0 { errno() } else { 0 });
+            let len = std::mem::size_of::<libc::sockaddr_in>() as u32;
+            libc::connect(-1, (&raw const far).cast(), len);
+            libc::connect(-1, (&raw const near).cast(), len);
+            let mut byte = 0u8;
+            libc::read(go[0], (&raw mut byte).cast(), 1); // the server is stopped now
+            let rc = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+            put(if rc < 0 { errno() } else { 0 });
+            libc::_exit(0);
+        }
+    }
+    // SAFETY: closing the child's ends in the parent.
+    unsafe {
+        libc::close(pair[1]);
+        libc::close(report[1]);
+        libc::close(go[0]);
+    }
+    let listener = fdpass::recv_fd(pair[0]).unwrap().expect("the child sends its listener");
+    let (records_read, records_write) = std::io::pipe().unwrap();
+    let server = Server::start(listener, OwnedFd::from(records_write).into(), opts).unwrap();
+    let mut first = [0u8; 4];
+    // SAFETY: reading into a valid buffer.
+    assert_eq!(unsafe { libc::read(report[0], first.as_mut_ptr().cast(), 4) }, 4);
+    // The connects come after the first report: wait for them to be answered.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let stats = loop {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert!(std::time::Instant::now() < deadline, "the child's connects were never answered");
+        // /proc/PID/wchan-free check: the child blocks in read(go) once both connects ran.
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default();
+        if stat.split(' ').next() == Some(&libc::SYS_read.to_string()) {
+            break server.stop(std::time::Duration::from_secs(5)).expect("the server stops");
+        }
+    };
+    // SAFETY: releasing the child, then waiting for it and reading its last report.
+    let (status, second) = unsafe {
+        libc::write(go[1], [1u8].as_ptr().cast(), 1);
+        let mut status = 0;
+        libc::waitpid(pid, &mut status, 0);
+        let mut b = [0u8; 4];
+        let n = libc::read(report[0], b.as_mut_ptr().cast(), 4);
+        for fd in [pair[0], report[0], go[1]] {
+            libc::close(fd);
+        }
+        (status, (n == 4).then(|| i32::from_ne_bytes(b)))
+    };
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child: {status:#x}");
+    assert_eq!(i32::from_ne_bytes(first), libc::EPERM, "socket(AF_UNIX) is refused");
+    assert_eq!(second, Some(libc::ENOSYS), "no listener: notified calls fail (closed)");
+    let mut records = Vec::new();
+    assert_eq!(read_records(records_read, |r| records.push(r)), 0);
+    let child = u32::try_from(pid).unwrap();
+    let expected = vec![
+        NotifyRecord {
+            pid: child,
+            kind: RecordKind::UnixSocket,
+            syscall: "socket".into(),
+            path: None,
+            target: None,
+            errno: "EPERM".into(),
+        },
+        NotifyRecord {
+            pid: child,
+            kind: RecordKind::Network,
+            syscall: "connect".into(),
+            path: None,
+            target: Some("10.1.2.3:443".into()),
+            errno: "ENETUNREACH".into(),
+        },
+    ];
+    assert_eq!(records, expected);
+    assert_eq!((stats.received, stats.recorded), (3, 2), "{stats:?}");
+    assert_eq!(stats.sync_wake_up, kernel_at_least(6, 6), "{stats:?}");
 }
