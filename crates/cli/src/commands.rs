@@ -167,6 +167,59 @@ fn itemize_mode(args: &RunArgs, loaded: &Loaded) -> Result<paddock_policy::Itemi
     }
 }
 
+/// Runs the plan itemized by `mechanism`. When the observers cannot start, the task runs
+/// once, planned again without them, itemized by strace if it is here.
+#[allow(clippy::too_many_arguments)]
+fn run_itemized(
+    mechanism: crate::observe::Mechanism,
+    plan: &SpawnPlan,
+    loaded: &Loaded,
+    t: &Task,
+    facts: &HostFacts,
+    args: &RunArgs,
+    opts: &crate::supervise::RunOptions,
+    runtime: &crate::runtime_dir::RuntimeDir,
+) -> Result<crate::trace::Ran> {
+    use crate::observe::Mechanism as M;
+    let dir = Some(runtime.path().as_path());
+    let trace = match mechanism {
+        M::Observe => {
+            if let Some(ran) = crate::observe::run(plan, &loaded.resolved, opts, dir)? {
+                return Ok(ran);
+            }
+            let (fallback, _) = crate::observe::choose(
+                paddock_policy::ItemizeMode::Strace,
+                &HostFacts { observe: false, ..facts.clone() },
+            );
+            let t = Task { observe: false, ..t.clone() };
+            let plan = backend(args.policy.backend).plan(&loaded.resolved, &t, facts)?;
+            let trace = match fallback {
+                M::Strace(o) => Some(o),
+                _ => None,
+            };
+            eprintln!(
+                "paddock: note: {}",
+                if trace.is_some() {
+                    "itemizing with strace instead"
+                } else {
+                    "denials are enforced but not itemized"
+                }
+            );
+            return crate::trace::run(
+                &plan,
+                trace.as_ref(),
+                &loaded.resolved,
+                &loaded.cwd,
+                opts,
+                dir,
+            );
+        }
+        M::Strace(o) => Some(o),
+        M::Off => None,
+    };
+    crate::trace::run(plan, trace.as_ref(), &loaded.resolved, &loaded.cwd, opts, dir)
+}
+
 /// `paddock run`.
 pub fn run(args: &RunArgs) -> Result<u8> {
     // Sweep first: a killed run's placeholders must be gone before resolution looks at
@@ -180,7 +233,9 @@ pub fn run(args: &RunArgs) -> Result<u8> {
     // `tmp/` only when the plan mounts the task's tmp there (a grant covers /tmp).
     let runtime = crate::runtime_dir::RuntimeDir::create_with_tmp(!loaded.resolved.private_tmp)
         .context("cannot create the task's runtime directory")?;
-    let t = task(&loaded, &args.command, runtime.path().clone())?;
+    let (mechanism, itemize_note) = crate::observe::choose(itemize_mode(args, &loaded)?, &facts);
+    let mut t = task(&loaded, &args.command, runtime.path().clone())?;
+    t.observe = mechanism.observes();
     let plan = backend(args.policy.backend).plan(&loaded.resolved, &t, &facts)?;
     for d in &plan.diagnostics {
         eprintln!("paddock: {d}");
@@ -195,18 +250,10 @@ pub fn run(args: &RunArgs) -> Result<u8> {
     };
     let opts =
         crate::supervise::RunOptions { timeout, grace: Duration::from_secs(2), capture: false };
-    let (trace, note) = crate::trace::choose(itemize_mode(args, &loaded)?, &facts);
-    if let Some(note) = note {
+    if let Some(note) = itemize_note {
         eprintln!("paddock: note: {note}");
     }
-    let ran = crate::trace::run(
-        &plan,
-        trace.as_ref(),
-        &loaded.resolved,
-        &loaded.cwd,
-        &opts,
-        Some(runtime.path().as_path()),
-    )?;
+    let ran = run_itemized(mechanism, &plan, &loaded, &t, &facts, args, &opts, &runtime)?;
     // The proxy itemizes refused destinations whether or not a tracer ran.
     let proxied = bridges.has_proxy();
     let refused = bridges.stop(&loaded.resolved);

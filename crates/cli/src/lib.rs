@@ -28,6 +28,8 @@ pub mod host;
 #[cfg(target_os = "linux")]
 pub mod learn;
 pub mod load;
+#[cfg(target_os = "linux")]
+pub mod observe;
 pub mod propose;
 pub mod report;
 #[cfg(target_os = "linux")]

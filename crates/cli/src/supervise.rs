@@ -85,13 +85,25 @@ pub fn run_plan_with(
     runtime_dir: Option<&std::path::Path>,
     extra: Vec<(OwnedFd, RawFd)>,
 ) -> Result<RunOutcome> {
+    run_plan_observed(plan, opts, runtime_dir, extra, None)
+}
+
+/// [`run_plan_with`] for an `--itemize observe` plan: the child mounts the observer
+/// filesystem (`observer`) in its own mount namespace before it executes bwrap.
+pub fn run_plan_observed(
+    plan: &SpawnPlan,
+    opts: &RunOptions,
+    runtime_dir: Option<&std::path::Path>,
+    extra: Vec<(OwnedFd, RawFd)>,
+    observer: Option<&paddock_linux_bwrap::observe_fs::ObserverMount>,
+) -> Result<RunOutcome> {
     let start = Instant::now();
     let signals = SignalCatcher::install().context("cannot install signal handlers")?;
     let output = if opts.capture { Output::Piped } else { Output::Inherit };
     // A tracer's own children outlive it if it dies before they exec (strace's child waits
     // stopped for the attach): the whole process group goes when the tracer does.
     let kill_group = !extra.is_empty();
-    let mut spawned = exec::spawn_with(plan, output, runtime_dir, extra, None)?;
+    let mut spawned = exec::spawn_with(plan, output, runtime_dir, extra, observer)?;
     let pid = i32::try_from(spawned.child.id()).context("child pid")?;
     let pidfd = pidfd_open(pid).context("pidfd_open")?;
 

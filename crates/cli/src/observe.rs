@@ -1,0 +1,297 @@
+//! `--itemize observe`: itemized denials without strace, from two observers that cost
+//! nothing where no denial can happen.
+//!
+//! - The observer filesystem ([`paddock_linux_bwrap::observe_fs`]), served here for the
+//!   task's lifetime and mounted in place of each deny anchor, records every attempt to find,
+//!   list or change what an anchor hides (a *read* denial, or a *write* one for changes).
+//! - The supervisor's notification filter ([`paddock_linux_bwrap::notify`]) sees write-intent
+//!   calls, `connect` and `socket(AF_UNIX)` inside the sandbox and sends a record up the
+//!   record pipe for each one the walls will refuse.
+//!
+//! Both produce [`Violation`]s of the same shape as the strace path (`crate::trace`), filtered
+//! by the same [`ReportFilter`]. The mounts, the network namespace and the seccomp filter stay
+//! the walls: except for `socket(AF_UNIX)` (which the supervisor refuses after recording it,
+//! failing closed if it cannot), the observers only watch.
+//!
+//! [`choose`] picks the mechanism for a run: `auto` observes where the host can
+//! ([`HostFacts::observe`]), else traces with strace, else runs without itemizing.
+
+use std::fs::File;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use crossbeam_channel::RecvTimeoutError;
+use paddock_linux_bwrap::notify::{NotifyRecord, RecordKind};
+use paddock_linux_bwrap::observe_fs::{FsOp, FsRecord, ObserverMount};
+use paddock_linux_bwrap::trace::TraceOptions;
+use paddock_policy::{
+    HostFacts, ItemizeMode, ReportFilter, ResolvedPolicy, SpawnPlan, Violation, ViolationKind,
+    ViolationSet,
+};
+
+use crate::classify::sandbox_owned;
+use crate::supervise::RunOptions;
+use crate::trace::Ran;
+
+/// The name a report gives this mechanism (`"itemized_by"`).
+pub const ITEMIZED_BY: &str = "observe";
+
+/// At most this many distinct violations are kept per run; a task that makes more (a flood
+/// of distinct names) gets the rest counted, not stored, so memory stays bounded.
+const MAX_DISTINCT: usize = 10_000;
+
+/// How a run is itemized.
+#[derive(Clone, Debug)]
+pub enum Mechanism {
+    /// The observers.
+    Observe,
+    /// strace, with these options.
+    Strace(TraceOptions),
+    /// Not itemized.
+    Off,
+}
+
+impl Mechanism {
+    /// Whether the plan must be made for the observers (`Task::observe`).
+    pub fn observes(&self) -> bool {
+        matches!(self, Mechanism::Observe)
+    }
+}
+
+/// The mechanism for `mode` on this host, and a note for the user when it is not what was
+/// asked for.
+pub fn choose(mode: ItemizeMode, facts: &HostFacts) -> (Mechanism, Option<String>) {
+    let strace = |mode| match crate::trace::choose(mode, facts) {
+        (Some(t), note) => (Mechanism::Strace(t), note),
+        (None, note) => (Mechanism::Off, note),
+    };
+    match mode {
+        ItemizeMode::Off => (Mechanism::Off, None),
+        ItemizeMode::Strace => strace(ItemizeMode::Strace),
+        ItemizeMode::Auto if facts.observe => (Mechanism::Observe, None),
+        ItemizeMode::Auto => strace(ItemizeMode::Auto),
+        ItemizeMode::Observe if facts.observe => (Mechanism::Observe, None),
+        ItemizeMode::Observe => {
+            let (mechanism, _) = strace(ItemizeMode::Auto);
+            let instead = match mechanism {
+                Mechanism::Strace(_) => "itemizing with strace",
+                _ => "denials are enforced but not itemized",
+            };
+            (
+                mechanism,
+                Some(format!(
+                    "--itemize observe is not available on this host ({instead}); `paddock check` says why"
+                )),
+            )
+        }
+    }
+}
+
+/// Runs `plan` (made with `Task::observe`) with the observers. `Ok(None)` when they could not
+/// be started (the reason is printed): nothing ran, and the caller may run the task another
+/// way.
+pub fn run(
+    plan: &SpawnPlan,
+    policy: &ResolvedPolicy,
+    opts: &RunOptions,
+    runtime_dir: Option<&Path>,
+) -> Result<Option<Ran>> {
+    let observer = plan.observer.as_ref().context("the plan has no observers")?;
+    let (mount, server) = match paddock_linux_bwrap::observe_fs::open(observer) {
+        Ok(pair) => pair,
+        Err(e) => {
+            eprintln!("paddock: note: the observers could not start: {e}");
+            return Ok(None);
+        }
+    };
+    let (record_rx, record_tx) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("cannot make the record pipe")?;
+    let notified = std::thread::Builder::new()
+        .name("paddock-records".into())
+        .spawn(move || collect_notified(record_rx))
+        .context("cannot start the record reader")?;
+    let records = server.records();
+    let fs_seen = std::thread::Builder::new()
+        .name("paddock-fs-records".into())
+        .spawn(move || {
+            let mut seen = Seen::default();
+            for r in records.iter() {
+                seen.add(from_fs(&r));
+            }
+            seen
+        })
+        .context("cannot start the observer reader")?;
+
+    let spawned = run_observed(plan, opts, runtime_dir, record_tx, &mount);
+    // The sandbox is gone (or never started): the filesystem's connection ends with its
+    // mount namespace, and the record pipe with the supervisor.
+    let leftover = server.finish();
+    let outcome = match spawned {
+        Ok(outcome) => outcome,
+        Err(e) if is_mount_failure(&e) => {
+            eprintln!("paddock: note: the observers could not start: {e:#}");
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
+    let mut seen = join_bounded(fs_seen).unwrap_or_default();
+    for r in &leftover {
+        seen.add(from_fs(r));
+    }
+    if let Some(notes) = join_bounded(notified) {
+        seen.merge(notes);
+    }
+    let violations = seen.report(policy);
+    Ok(Some(Ran { outcome, itemized_by: Some(ITEMIZED_BY), violations }))
+}
+
+fn run_observed(
+    plan: &SpawnPlan,
+    opts: &RunOptions,
+    runtime_dir: Option<&Path>,
+    record_tx: OwnedFd,
+    mount: &ObserverMount,
+) -> Result<crate::supervise::RunOutcome> {
+    crate::supervise::run_plan_observed(
+        plan,
+        opts,
+        runtime_dir,
+        vec![(record_tx, paddock_linux_bwrap::RECORD_FD)],
+        Some(mount),
+    )
+}
+
+/// A spawn that failed in the child before bwrap ran (the observer's mount): the task never
+/// started, so running it another way is safe.
+fn is_mount_failure(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.to_string().starts_with("cannot start "))
+}
+
+/// Joins a reader thread, giving up after a few seconds (a reader that does not end is
+/// stuck on a descriptor something still holds; its records are then lost, not waited for).
+fn join_bounded<T: Send + 'static>(handle: std::thread::JoinHandle<T>) -> Option<T> {
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let waiter = std::thread::spawn(move || {
+        let _ = tx.send(handle.join());
+    });
+    match rx.recv_timeout(Duration::from_secs(3)) {
+        Ok(Ok(value)) => {
+            let _ = waiter.join();
+            Some(value)
+        }
+        Ok(Err(_)) | Err(RecvTimeoutError::Disconnected) => None,
+        Err(RecvTimeoutError::Timeout) => {
+            eprintln!("paddock: note: an observer did not finish; some denials may be missing");
+            None
+        }
+    }
+}
+
+fn collect_notified(read: OwnedFd) -> Seen {
+    let mut seen = Seen::default();
+    let malformed = paddock_linux_bwrap::notify::read_records(File::from(read), |r| {
+        if let Some(v) = from_notify(&r) {
+            seen.add(v);
+        }
+    });
+    seen.malformed = malformed;
+    seen
+}
+
+/// What the observers saw, deduplicated, before the report filter.
+#[derive(Debug, Default)]
+struct Seen {
+    set: ViolationSet,
+    dropped: u64,
+    malformed: u64,
+}
+
+impl Seen {
+    fn add(&mut self, v: Violation) {
+        if !self.set.add_bounded(v, MAX_DISTINCT) {
+            self.dropped += 1;
+        }
+    }
+
+    fn merge(&mut self, other: Seen) {
+        for v in other.set.into_vec() {
+            self.add(v);
+        }
+        self.dropped += other.dropped;
+        self.malformed += other.malformed;
+    }
+
+    /// The violations the report shows. A lookup of a name the same run then tried to create
+    /// is one write denial, not a read and a write: the kernel looks a name up before it
+    /// creates it.
+    fn report(self, policy: &ResolvedPolicy) -> Vec<Violation> {
+        if self.dropped > 0 {
+            eprintln!(
+                "paddock: note: more than {MAX_DISTINCT} distinct denials; {} more were not itemized",
+                self.dropped
+            );
+        }
+        if self.malformed > 0 {
+            eprintln!(
+                "paddock: note: {} malformed records from the sandbox were ignored",
+                self.malformed
+            );
+        }
+        let all = self.set.into_vec();
+        let written: Vec<PathBuf> = all
+            .iter()
+            .filter(|v| v.kind == ViolationKind::Write)
+            .filter_map(|v| v.path.clone())
+            .collect();
+        let filter = ReportFilter::new(policy);
+        let mut out = ViolationSet::new();
+        for v in all {
+            let shadowed = v.kind == ViolationKind::Read
+                && v.syscall.as_deref() == Some(LOOKUP)
+                && v.path.as_ref().is_some_and(|p| written.contains(p));
+            if !shadowed && filter.keep(&v, None) {
+                out.add(v);
+            }
+        }
+        out.into_vec()
+    }
+}
+
+/// The operation name of a failed lookup in the observer filesystem.
+const LOOKUP: &str = "lookup";
+
+fn from_fs(r: &FsRecord) -> Violation {
+    Violation {
+        kind: if r.op.is_write() { ViolationKind::Write } else { ViolationKind::Read },
+        path: Some(r.path.clone()),
+        target: None,
+        syscall: Some(r.op.name().to_owned()),
+        // A listing succeeds (it shows only the exceptions): no errno to report.
+        errno: (r.op != FsOp::List).then(|| r.errno.to_owned()),
+        count: 1,
+    }
+}
+
+fn from_notify(r: &NotifyRecord) -> Option<Violation> {
+    let path = r.path.as_ref().map(|b| PathBuf::from(b.0.clone()));
+    let (kind, target) = match r.kind {
+        RecordKind::Write => {
+            if path.as_deref().is_none_or(sandbox_owned) {
+                return None;
+            }
+            (ViolationKind::Write, None)
+        }
+        RecordKind::Network => (ViolationKind::Network, Some(r.target.clone()?)),
+        RecordKind::UnixSocket => (ViolationKind::UnixSocket, Some("AF_UNIX".to_owned())),
+    };
+    Some(Violation {
+        kind,
+        path: if kind == ViolationKind::Write { path } else { None },
+        target,
+        syscall: Some(r.syscall.clone()),
+        errno: Some(r.errno.clone()),
+        count: 1,
+    })
+}
