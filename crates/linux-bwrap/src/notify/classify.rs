@@ -156,6 +156,15 @@ pub struct Denial<'a> {
 
 /// The denial the kernel will give `op`, if any.
 pub fn predict<'a>(view: &impl View, op: Op<'a>) -> Option<Denial<'a>> {
+    // Under a FUSE mount, nothing is touched: the supervisor's own lookups would reach the
+    // observer filesystem, which records the task's.
+    let paths = match op {
+        Op::Open(p, _) | Op::Create(p) | Op::Remove(p) | Op::Modify(p, _) => [p, p],
+        Op::Two { old, new, .. } => [old, new],
+    };
+    if paths.iter().any(|p| view.under_fuse(p)) {
+        return None;
+    }
     let erofs = |path: &'a [u8], yes: bool| {
         (yes && !view.under_fuse(path)).then_some(Denial { path, errno: "EROFS" })
     };

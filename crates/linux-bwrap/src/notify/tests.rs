@@ -287,9 +287,11 @@ struct Fake {
 
 impl View for Fake {
     fn file_type(&self, path: &[u8], _follow: bool) -> Result<u32, i32> {
+        assert!(!self.under_fuse(path), "touched a path under FUSE: {path:?}");
         self.files.iter().find(|(p, _)| p.as_bytes() == path).map(|f| f.1).ok_or(libc::ENOENT)
     }
     fn mount(&self, path: &[u8]) -> Result<MountFacts, i32> {
+        assert!(!self.under_fuse(path), "touched a path under FUSE: {path:?}");
         let dir = path == b"/" || self.files.iter().any(|(p, _)| p.as_bytes() == path);
         if !dir {
             return Err(libc::ENOENT);
@@ -357,7 +359,10 @@ fn predictions_follow_the_kernel_order_of_checks() {
         (Op::Open(b"/proj/.git/config", libc::O_RDWR), some("/proj/.git/config")),
         (Op::Open(b"/etc", libc::O_TMPFILE | libc::O_WRONLY), some("/etc")),
         (Op::Open(b"/home/.ssh/x", w), None), // the observer filesystem records it
-        (Op::Create(b"/etc"), None),          // EEXIST first
+        (Op::Create(b"/home/newdir"), None),
+        (Op::Modify(b"/home/.ssh", true), None),
+        (Op::Two { old: b"/home/x", new: b"/etc/x", link: false }, None),
+        (Op::Create(b"/etc"), None), // EEXIST first
         (Op::Create(b"/etc/d"), some("/etc/d")),
         (Op::Create(b"/proj/d"), None),
         (Op::Create(b"/nowhere/d"), None), // ENOENT

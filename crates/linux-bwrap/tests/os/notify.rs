@@ -35,6 +35,7 @@ pub const TESTS: &[(&str, super::Test)] = &[
     ("observe_exits_promptly_with_calls_pending", observe_exits_promptly_with_calls_pending),
     ("observe_off_changes_nothing", observe_off_changes_nothing),
     ("observe_per_call_cost_is_bounded", observe_per_call_cost_is_bounded),
+    ("observe_leaves_fuse_anchors_to_the_observer", observe_leaves_fuse_anchors_to_the_observer),
 ];
 
 /// The scratch policy without its directory deny anchor (see the module doc).
@@ -275,6 +276,82 @@ fn observe_off_changes_nothing() {
         "ok",
         "no listener in the chain: {}",
         o.stdout()
+    );
+}
+
+/// With a directory deny anchor, the observer filesystem is bound over it (mounted as the
+/// runner does): writes under it are the observer's to record, not the notifier's, while a
+/// write elsewhere is still recorded. Needs `/dev/fuse` (skips loudly without it).
+fn observe_leaves_fuse_anchors_to_the_observer() {
+    use paddock::exec::{self, Output};
+    use paddock_linux_bwrap::observe_fs;
+    if let Err(e) = std::fs::OpenOptions::new().read(true).write(true).open(observe_fs::DEV_FUSE) {
+        let required = std::env::var("CI").is_ok_and(|v| v == "true")
+            || std::env::var_os("PADDOCK_REQUIRE_OS_TESTS").is_some();
+        assert!(!required, "the observer is required here (CI) but cannot run: {e}");
+        println!("SKIPPED: observe_leaves_fuse_anchors_to_the_observer: {e}");
+        return;
+    }
+    let s = Scratch::new("nfuse");
+    let p = s.policy(); // with the home anchor
+    let runtime = paddock::runtime_dir::RuntimeDir::create().unwrap();
+    let home = s.home.to_str().unwrap();
+    let elsewhere = outside("fuse");
+    let ops = [
+        format!("write:{home}/newfile"),
+        format!("mkdir:{home}/newdir"),
+        format!("write:{home}/.ssh/id_canary"),
+        format!("write:{elsewhere}"),
+    ];
+    let task = Task {
+        program: std::env::current_exe().unwrap().into_os_string(),
+        args: ["__nprobe", "ops"]
+            .iter()
+            .map(OsString::from)
+            .chain(ops.iter().map(OsString::from))
+            .collect(),
+        cwd: abs(&s.proj),
+        runtime_dir: abs(runtime.path().as_path()),
+        observe: true,
+    };
+    let plan = LinuxBwrap.plan(&p, &task, &facts()).unwrap();
+    let observer = plan.observer.clone().expect("an observer plan over the home anchor");
+    let (mount, server) = observe_fs::open(&observer).unwrap();
+    let (read, write) = std::io::pipe().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut records = Vec::new();
+        let malformed = read_records(read, |r| records.push(r));
+        (records, malformed)
+    });
+    let spawned = exec::spawn_with(
+        &plan,
+        Output::Piped,
+        Some(runtime.path().as_path()),
+        vec![(OwnedFd::from(write), RECORD_FD)],
+        Some(&mount),
+    )
+    .unwrap();
+    drop(mount);
+    let exec::Spawned { child, signal_tx, placeholders } = spawned;
+    let output = child.wait_with_output().unwrap();
+    drop(signal_tx);
+    drop(placeholders);
+    let fs_records = server.finish();
+    let (records, malformed) = reader.join().unwrap();
+    let out = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "{out}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(value(&out, "write"), EROFS, "{out}");
+    assert_eq!(value(&out, "mkdir"), EROFS, "{out}");
+    assert_eq!(value(&out, "write3"), EROFS, "{out}");
+    let notified: Vec<String> = records
+        .iter()
+        .map(|r| r.path.as_ref().map(|p| p.0.to_string_lossy().into_owned()).unwrap_or_default())
+        .collect();
+    assert_eq!(notified, [elsewhere], "only the write outside the anchor: {records:#?}");
+    assert_eq!(malformed, 0);
+    assert!(
+        fs_records.iter().any(|r| r.path == s.home.join("newdir")),
+        "the observer recorded the anchor's writes: {fs_records:#?}"
     );
 }
 
