@@ -89,6 +89,32 @@ impl NotifyRecord {
     }
 }
 
+/// The oldest kernel the notifier works on: 5.5, for `SECCOMP_USER_NOTIF_FLAG_CONTINUE`
+/// (user notifications and `NEW_LISTENER` are 5.0; `SYNC_WAKE_UP`, 6.6, is optional).
+pub const MIN_KERNEL: (u32, u32) = (5, 5);
+
+/// Whether the running kernel can serve write notifications, or why not. The supervisor
+/// refuses observe mode (exit 125) without them rather than let notified calls hang.
+pub fn kernel_supported() -> Result<(), String> {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map_err(|e| format!("cannot read the kernel version: {e}"))?;
+    let version = kernel_version(&release);
+    if version >= MIN_KERNEL {
+        Ok(())
+    } else {
+        Err(format!(
+            "Linux {}.{} has no seccomp CONTINUE answers (Linux {}.{} or newer)",
+            version.0, version.1, MIN_KERNEL.0, MIN_KERNEL.1
+        ))
+    }
+}
+
+/// `(major, minor)` of a kernel release string such as `6.1.0-18-amd64`.
+pub fn kernel_version(release: &str) -> (u32, u32) {
+    let mut parts = release.trim().split(['.', '-']).map(|p| p.parse::<u32>().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+}
+
 /// The longest line [`read_records`] accepts; a path is at most 4096 bytes, written as hex
 /// at worst, so a genuine record is far shorter.
 pub const MAX_LINE: usize = 64 * 1024;

@@ -163,6 +163,7 @@ fn prepare_notify(
     record_fd: i32,
 ) -> Result<(NotifyPrep, std::fs::File, notify::filter::Options), String> {
     use std::os::fd::FromRawFd;
+    notify::kernel_supported().map_err(|e| format!("write notifications: {e}"))?;
     // SAFETY: F_GETFD/F_SETFD on a descriptor number; a closed one fails with EBADF.
     if unsafe { libc::fcntl(record_fd, libc::F_SETFD, libc::FD_CLOEXEC) } != 0 {
         return Err(format!(

@@ -140,8 +140,9 @@ fn read_only(view: &impl View, path: &[u8]) -> bool {
 }
 
 fn create_denied(view: &impl View, path: &[u8]) -> bool {
-    // An existing name is EEXIST (checked before EROFS); a missing parent is ENOENT.
-    matches!(view.file_type(path, false), Err(libc::ENOENT)) && read_only(view, parent(path))
+    // An existing name is EEXIST (checked before EROFS); a missing parent is ENOENT. The
+    // mount first: in the common case (a writable parent) one syscall decides.
+    read_only(view, parent(path)) && matches!(view.file_type(path, false), Err(libc::ENOENT))
 }
 
 /// A predicted denial: the path refused and the errno the kernel gives.
@@ -174,15 +175,17 @@ pub fn predict<'a>(view: &impl View, op: Op<'a>) -> Option<Denial<'a>> {
                 // An unnamed file in the directory `path`.
                 return erofs(path, read_only(view, path));
             }
-            let follow = flags & libc::O_NOFOLLOW == 0;
-            match view.file_type(path, follow) {
-                Ok(kind) => {
+            // The mount first: a writable one (the common case) decides in one syscall.
+            match view.mount(path) {
+                Ok(MountFacts { read_only: false, .. } | MountFacts { fuse: true, .. }) => None,
+                Ok(_) => {
+                    let follow = flags & libc::O_NOFOLLOW == 0;
+                    let regular = view.file_type(path, follow) == Ok(libc::S_IFREG);
                     let exclusive =
                         flags & (libc::O_CREAT | libc::O_EXCL) == libc::O_CREAT | libc::O_EXCL;
                     let writes =
                         flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
-                    let regular = kind == libc::S_IFREG;
-                    erofs(path, !exclusive && regular && writes && read_only(view, path))
+                    erofs(path, !exclusive && regular && writes)
                 }
                 Err(libc::ENOENT) if flags & libc::O_CREAT != 0 => {
                     erofs(path, read_only(view, parent(path)))
@@ -215,10 +218,10 @@ pub fn predict<'a>(view: &impl View, op: Op<'a>) -> Option<Denial<'a>> {
                 (false, false) => None,
             }
         }
-        Op::Modify(path, follow) => match view.file_type(path, follow) {
-            Ok(kind) if !follow && kind == libc::S_IFLNK => {
-                erofs(path, read_only(view, parent(path)))
-            }
+        // Following: the mount says it all (a missing file fails `statfs` with ENOENT).
+        Op::Modify(path, true) => erofs(path, read_only(view, path)),
+        Op::Modify(path, false) => match view.file_type(path, false) {
+            Ok(libc::S_IFLNK) => erofs(path, read_only(view, parent(path))),
             Ok(_) => erofs(path, read_only(view, path)),
             Err(_) => None,
         },

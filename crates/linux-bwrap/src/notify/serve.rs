@@ -168,6 +168,14 @@ fn serve(listener: &OwnedFd, stop: &OwnedFd, mut records: File, opts: Options, s
         }
         // SAFETY: sending a filled response struct.
         if unsafe { libc::ioctl(fd, libc::SECCOMP_IOCTL_NOTIF_SEND, resp.0.as_mut_ptr()) } != 0 {
+            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+                // A kernel without CONTINUE (the supervisor checks the version first): fail
+                // the call rather than leave it waiting forever.
+                out.flags = 0;
+                out.error = -libc::ENOSYS;
+                // SAFETY: as above.
+                unsafe { libc::ioctl(fd, libc::SECCOMP_IOCTL_NOTIF_SEND, resp.0.as_mut_ptr()) };
+            }
             continue; // ENOENT: interrupted before the answer; a restart is notified anew
         }
         if let Some(record) = record {

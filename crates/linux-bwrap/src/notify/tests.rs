@@ -486,8 +486,17 @@ fn records_round_trip_and_malformed_lines_are_counted() {
 /// Whether the running kernel is at least `major.minor`.
 fn kernel_at_least(major: u32, minor: u32) -> bool {
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
-    let mut parts = release.trim().split(['.', '-']).map(|p| p.parse::<u32>().unwrap_or(0));
-    (parts.next().unwrap_or(0), parts.next().unwrap_or(0)) >= (major, minor)
+    super::kernel_version(&release) >= (major, minor)
+}
+
+#[test]
+fn kernel_versions_parse() {
+    assert_eq!(super::kernel_version("6.1.0-18-amd64\n"), (6, 1));
+    assert_eq!(super::kernel_version("5.4.0"), (5, 4));
+    assert_eq!(super::kernel_version("6.18.44-fc-v669"), (6, 18));
+    assert_eq!(super::kernel_version("garbage"), (0, 0));
+    assert!(super::kernel_version("5.4.0") < super::MIN_KERNEL);
+    assert!(super::kernel_version("5.10.1") >= super::MIN_KERNEL);
 }
 
 #[test]

@@ -34,6 +34,7 @@ pub const TESTS: &[(&str, super::Test)] = &[
     ("observe_a_32_bit_call_is_still_killed", observe_a_32_bit_call_is_still_killed),
     ("observe_exits_promptly_with_calls_pending", observe_exits_promptly_with_calls_pending),
     ("observe_off_changes_nothing", observe_off_changes_nothing),
+    ("observe_leaks_no_descriptor_to_the_task", observe_leaks_no_descriptor_to_the_task),
     ("observe_per_call_cost_is_bounded", observe_per_call_cost_is_bounded),
     ("observe_leaves_fuse_anchors_to_the_observer", observe_leaves_fuse_anchors_to_the_observer),
 ];
@@ -277,6 +278,20 @@ fn observe_off_changes_nothing() {
         "no listener in the chain: {}",
         o.stdout()
     );
+}
+
+/// Neither the record descriptor nor the listener's socket reaches the task, and the
+/// supervisor's record descriptor cannot be reopened through `/proc/1/fd`.
+fn observe_leaks_no_descriptor_to_the_task() {
+    let s = Scratch::new("nfds");
+    let p = policy(&s);
+    let o = observe_program(&s, &p, true, "__probe", &["fds"]);
+    // 0-2 and the one `read_dir` itself opened.
+    assert_eq!(value(&o.stdout(), "fds"), "0,1,2,3", "{}", o.stdout());
+    let target = format!("/proc/1/fd/{RECORD_FD}");
+    let o = observe_program(&s, &p, true, "__probe", &["write", &target]);
+    assert_eq!(value(&o.stdout(), "write"), "err:13", "the supervisor is non-dumpable");
+    assert!(o.records.is_empty(), "{:#?}", o.records);
 }
 
 /// With a directory deny anchor, the observer filesystem is bound over it (mounted as the
