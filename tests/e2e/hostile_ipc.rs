@@ -317,3 +317,33 @@ fn socket_families_beyond_ip_are_refused_net16() {
         assert_allowed(&o, "family", "NETLINK-ROUTE");
     }
 }
+
+#[test]
+fn other_tasks_runtime_dirs_are_hidden_from_the_task() {
+    // Runtime dirs hold each task's sockets (its egress proxy, port grants) and, observing,
+    // its observer's mount point. Another task, even with unix sockets granted, must not
+    // find them: the recursive bind of `/` would show them read-only, and connecting to a
+    // socket needs no write access to its file system.
+    if !require_os_sandbox() {
+        return;
+    }
+    let s = Scratch::new("rtbase");
+    // A neighbour that holds its runtime dir (with a proxy socket) while the task looks.
+    let mut neighbour =
+        s.paddock().args(["run", "--network", "example.test", "--", "sleep", "5"]).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    // `/tmp` granted: the task's TMPDIR is its runtime dir's `tmp`, so it knows where the
+    // runtime dirs are.
+    let out = s
+        .paddock()
+        .args(["run", "--allow-write", "/tmp", "--allow-unix-sockets", "--", "sh", "-c"])
+        .arg(r#"rt=$(dirname "$TMPDIR"); echo "own: $(ls -A "$rt" | tr '\n' ' ')"; echo "base: $(ls -A "$(dirname "$rt")" | wc -l)""#)
+        .output()
+        .unwrap();
+    let _ = neighbour.kill();
+    let _ = neighbour.wait();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(text.contains("own: tmp \n"), "the task sees its runtime dir's files: {text}");
+    assert!(text.contains("base: 1\n"), "the task sees other tasks' runtime dirs: {text}");
+}

@@ -180,6 +180,11 @@ pub struct MountInputs {
     /// `--itemize observe`: where the runner mounts the observer filesystem. Each
     /// directory anchor is then bound from `observer_dir/a{i}` instead of a tmpfs.
     pub observer_dir: Option<AbsPathBuf>,
+    /// The directory every task's runtime dir is made in (this task's sockets, masked file
+    /// and observer mount, and other tasks' too). The recursive bind of `/` would show it
+    /// read-only; an empty tmpfs covers it unless a replaced ancestor (a private `/tmp`, a
+    /// deny anchor) already does.
+    pub runtime_base: Option<AbsPathBuf>,
 }
 
 /// What [`mount_ops`] decided.
@@ -290,11 +295,19 @@ pub fn mount_ops(policy: &ResolvedPolicy, inputs: &MountInputs) -> MountOps {
     path_ops.push((proc, 0, proc_op, true));
     let tmp = if policy.private_tmp { abs("/tmp") } else { inputs.tmp_dir.clone() };
     path_ops.push((tmp.clone(), 0, BwrapOp::Tmpfs { dest: tmp }, true));
-    if let Some(dir) = &inputs.observer_dir {
-        // The observer's root is mounted there in the namespace bwrap starts from, and the
-        // recursive bind of `/` would show it: an empty tmpfs covers it. Bind sources are
-        // resolved in the old root (`/oldroot/...`), which this does not touch.
-        path_ops.push((dir.clone(), 0, BwrapOp::Tmpfs { dest: dir.clone() }, true));
+    if let Some(base) = &inputs.runtime_base {
+        // Other tasks' sockets and this task's observer root (mounted there in the namespace
+        // bwrap starts from) must not show through the recursive bind of `/`. Bind sources
+        // are resolved in the old root (`/oldroot/...`), which this does not touch.
+        let covered = path_ops.iter().any(|(p, rank, op, _)| {
+            *rank == 0
+                && base.starts_with(p)
+                && base != p
+                && !matches!(op, BwrapOp::Dev { .. } | BwrapOp::Proc { .. })
+        });
+        if !covered {
+            path_ops.push((base.clone(), 0, BwrapOp::Tmpfs { dest: base.clone() }, true));
+        }
     }
 
     // Stable sort by (path components, rank): ancestors first, and at one path the

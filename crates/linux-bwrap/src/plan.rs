@@ -129,6 +129,7 @@ impl Backend for LinuxBwrap {
             supervisor_dest: ops::abs(SUPERVISOR_PATH),
             masked_file: task.runtime_dir.join(MASKED_FILE),
             observer_dir: task.observe.then(|| task.runtime_dir.join(OBSERVER_DIR)),
+            runtime_base: task.runtime_dir.parent(),
         };
         let ops::MountOps { ops: mounts, uses_masked, observed } = ops::mount_ops(policy, &inputs);
         // Present whenever the task observes, even without anchors: the supervisor's record

@@ -147,6 +147,7 @@ fn default_policy_argv() {
             --bind /home/u/proj /home/u/proj
             --bind /home/u/proj/.git /home/u/proj/.git
             --proc /proc
+            --tmpfs /run/user/1000/paddock
             --tmpfs /tmp
             --ro-bind /home/u/proj/.bashrc /home/u/proj/.bashrc
             --ro-bind /home/u/proj/.git/config /home/u/proj/.git/config
@@ -250,6 +251,7 @@ fn nesting_anchor_in_grant_project_in_tmp_and_file_anchor() {
             --dev /dev
             --ro-bind /run/user/1000/paddock/t1/masked /home/u/.git-credentials
             --proc /proc
+            --tmpfs /run/user/1000/paddock
             --tmpfs /tmp
             --bind /tmp/proj /tmp/proj
             --tmpfs /tmp/proj/secrets
@@ -295,6 +297,7 @@ fn tmp_granted_network_on_unix_sockets_and_root_without_userns() {
             --tmpfs /home/u
             --bind /home/u/proj /home/u/proj
             --proc /proc
+            --tmpfs /run/user/1000/paddock
             --tmpfs /run/user/1000/paddock/t1/tmp
             --bind /tmp /tmp
             --ro-bind /home/u/.cargo/bin/paddock /dev/.paddock-supervisor
@@ -484,7 +487,7 @@ fn observe_mode_binds_the_observer_over_directory_anchors() {
         --bind /home/u/proj /home/u/proj
         --bind /home/u/proj/.git /home/u/proj/.git
         --proc /proc
-        --tmpfs /run/user/1000/paddock/t1/observe
+        --tmpfs /run/user/1000/paddock
         --tmpfs /tmp
         --ro-bind /home/u/proj/.bashrc /home/u/proj/.bashrc
         --ro-bind /home/u/proj/.git/config /home/u/proj/.git/config
