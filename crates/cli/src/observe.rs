@@ -259,6 +259,18 @@ impl Seen {
     }
 }
 
+/// `path` with its parent canonicalized on the host (the sandbox's paths are the host's), as
+/// the strace path canonicalizes: `src/../lnk` is reported as `lnk`, through a linked parent
+/// as its target. The name itself is kept: it may not exist, or be the link that was meant.
+fn canonical_parent(path: PathBuf) -> PathBuf {
+    match (path.parent(), path.file_name()) {
+        (Some(parent), Some(name)) => {
+            std::fs::canonicalize(parent).map_or_else(|_| path.clone(), |p| p.join(name))
+        }
+        _ => path,
+    }
+}
+
 /// The operation name of a failed lookup in the observer filesystem.
 const LOOKUP: &str = "lookup";
 
@@ -275,7 +287,7 @@ fn from_fs(r: &FsRecord) -> Violation {
 }
 
 fn from_notify(r: &NotifyRecord) -> Option<Violation> {
-    let path = r.path.as_ref().map(|b| PathBuf::from(b.0.clone()));
+    let path = r.path.as_ref().map(|b| canonical_parent(PathBuf::from(b.0.clone())));
     let (kind, target) = match r.kind {
         RecordKind::Write => {
             if path.as_deref().is_none_or(sandbox_owned) {

@@ -87,6 +87,8 @@ pub enum FsOp {
     Setattr,
     /// Open a served file for writing.
     OpenWrite,
+    /// Open a hidden file (a file anchor).
+    Open,
 }
 
 impl FsOp {
@@ -105,12 +107,13 @@ impl FsOp {
             FsOp::Symlink => "symlink",
             FsOp::Setattr => "setattr",
             FsOp::OpenWrite => "open-write",
+            FsOp::Open => "open",
         }
     }
 
     /// Whether it is an attempt to change something (refused with `EROFS`).
     pub fn is_write(self) -> bool {
-        !matches!(self, FsOp::Lookup | FsOp::List)
+        !matches!(self, FsOp::Lookup | FsOp::List | FsOp::Open)
     }
 }
 
@@ -125,7 +128,7 @@ pub struct FsRecord {
     /// looked up; for a listing, the directory).
     pub path: PathBuf,
     /// What the caller got: `ENOENT` (lookups and listings: the hidden entry is not there)
-    /// or `EROFS` (changes).
+    /// `EROFS` (changes) or `EACCES` (opening a hidden file).
     pub errno: &'static str,
 }
 

@@ -197,6 +197,9 @@ pub struct MountOps {
     /// With [`MountInputs::observer_dir`]: the directory anchors the observer serves, in
     /// the order of their `a{i}` names, each with the mount points bwrap makes in it.
     pub observed: Vec<ObservedAnchor>,
+    /// With [`MountInputs::observer_dir`]: the file anchors the observer serves, in the
+    /// order of their `f{i}` names.
+    pub observed_files: Vec<AbsPathBuf>,
 }
 
 /// The mount ops of a policy in the documented order (see the module doc), whether they use
@@ -209,6 +212,7 @@ pub fn mount_ops(policy: &ResolvedPolicy, inputs: &MountInputs) -> MountOps {
     let mut remount = Vec::new();
     // The observed directory anchors, one `a{i}` per distinct path.
     let mut observed: Vec<AbsPathBuf> = Vec::new();
+    let mut observed_files: Vec<AbsPathBuf> = Vec::new();
 
     for anchor in &policy.read_deny {
         match anchor.kind {
@@ -241,9 +245,24 @@ pub fn mount_ops(policy: &ResolvedPolicy, inputs: &MountInputs) -> MountOps {
                 }
             },
             Some(FileKind::File | FileKind::Other | FileKind::Symlink) => {
-                let op =
-                    BwrapOp::RoBind { src: inputs.masked_file.clone(), dest: anchor.path.clone() };
-                uses_masked = true;
+                let src = match &inputs.observer_dir {
+                    // Observed: an empty file of the observer's that records every open.
+                    Some(dir) => {
+                        let i = match observed_files.iter().position(|a| a == &anchor.path) {
+                            Some(i) => i,
+                            None => {
+                                observed_files.push(anchor.path.clone());
+                                observed_files.len() - 1
+                            }
+                        };
+                        dir.join(format!("f{i}"))
+                    }
+                    None => {
+                        uses_masked = true;
+                        inputs.masked_file.clone()
+                    }
+                };
+                let op = BwrapOp::RoBind { src, dest: anchor.path.clone() };
                 path_ops.push((anchor.path.clone(), 0, op, false));
             }
         }
@@ -369,7 +388,7 @@ pub fn mount_ops(policy: &ResolvedPolicy, inputs: &MountInputs) -> MountOps {
         }
         ops.push(BwrapOp::RemountRo { dest: path });
     }
-    MountOps { ops, uses_masked, observed }
+    MountOps { ops, uses_masked, observed, observed_files }
 }
 
 /// The mount points bwrap makes inside the observed `anchor`, relative to it, parents

@@ -131,12 +131,14 @@ impl Backend for LinuxBwrap {
             observer_dir: task.observe.then(|| task.runtime_dir.join(OBSERVER_DIR)),
             runtime_base: task.runtime_dir.parent(),
         };
-        let ops::MountOps { ops: mounts, uses_masked, observed } = ops::mount_ops(policy, &inputs);
+        let ops::MountOps { ops: mounts, uses_masked, observed, observed_files } =
+            ops::mount_ops(policy, &inputs);
         // Present whenever the task observes, even without anchors: the supervisor's record
         // descriptor rides on it.
         let observer = inputs.observer_dir.clone().map(|mount_dir| ObserverPlan {
             mount_dir,
             anchors: observed,
+            files: observed_files,
             record_fd: RECORD_FD,
         });
         let net = crate::bridges::plan(policy, &task.runtime_dir)?;

@@ -481,7 +481,7 @@ fn observe_mode_binds_the_observer_over_directory_anchors() {
         --bind /run/user/1000/paddock/t1/observe/a0 /home/u
         --bind /home/u/.cache/tool /home/u/.cache/tool
         --ro-bind /home/u/.config/git/config /home/u/.config/git/config
-        --ro-bind /run/user/1000/paddock/t1/masked /home/u/.netrc
+        --ro-bind /run/user/1000/paddock/t1/observe/f0 /home/u/.netrc
         --bind /run/user/1000/paddock/t1/observe/a1 /home/u/.ssh
         --ro-bind /home/u/.ssh/known_hosts /home/u/.ssh/known_hosts
         --bind /home/u/proj /home/u/proj
@@ -547,6 +547,9 @@ fn observe_mode_binds_the_observer_over_directory_anchors() {
                 }
               ]
             }
+          ],
+          "files": [
+            "/home/u/.netrc"
           ],
           "record-fd": 7
         }"#]]

@@ -63,6 +63,10 @@ pub struct ObserverPlan {
     pub mount_dir: AbsPathBuf,
     /// One entry per directory deny anchor, served at `mount_dir/a{index}`.
     pub anchors: Vec<ObservedAnchor>,
+    /// The file deny anchors, served at `mount_dir/f{index}` as empty files whose every
+    /// open is recorded and refused (`EACCES`), in place of the shared masked file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<AbsPathBuf>,
     /// The descriptor in the child on which the supervisor writes its records; the runner
     /// keeps the read end.
     pub record_fd: i32,

@@ -14,6 +14,9 @@
 //! - CREATE, MKDIR, MKNOD, UNLINK, RMDIR, RENAME, LINK, SYMLINK, SETATTR and an open for
 //!   writing (or with `O_TRUNC`) are recorded and refused with `EROFS`, the errno the
 //!   read-only tmpfs anchor gave. A served file opened for reading is empty.
+//! - A file anchor (`f0`, `f1`, ... under the root, bound over each hidden file) is an
+//!   empty mode-0000 file: every open is recorded and refused with `EACCES`, as the shared
+//!   masked file refused a task without capabilities.
 //! - Requests on the root (`a0`, `a1`, ... and nothing else) are not recorded: the sandbox
 //!   never sees the root; only bwrap looks there while it sets up.
 //!
@@ -64,7 +67,13 @@ impl ObserverFs {
             ctime: self.time,
             crtime: self.time,
             kind: if node.dir { FileType::Directory } else { FileType::RegularFile },
-            perm: if node.dir { 0o755 } else { 0o644 },
+            perm: if node.dir {
+                0o755
+            } else if node.masked {
+                0
+            } else {
+                0o644
+            },
             nlink: if node.dir { 2 } else { 1 },
             uid: self.uid,
             gid: self.gid,
@@ -76,7 +85,11 @@ impl ObserverFs {
 
     fn record(&self, req: &Request, op: FsOp, path: Option<PathBuf>) {
         let Some(path) = path else { return };
-        let errno = if op.is_write() { "EROFS" } else { "ENOENT" };
+        let errno = match op {
+            FsOp::Open => "EACCES",
+            _ if op.is_write() => "EROFS",
+            _ => "ENOENT",
+        };
         // Ignored when the runner has stopped listening: the sandbox must not notice.
         let _ = self.records.send(FsRecord { pid: req.pid(), op, path, errno });
     }
@@ -218,6 +231,11 @@ impl fuser::Filesystem for ObserverFs {
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        if self.tree.node(ino.0).is_some_and(|n| n.masked) {
+            // A hidden file: what the shared mode-0000 file gave a task without capabilities.
+            self.record(req, FsOp::Open, self.tree.path_of(ino.0));
+            return reply.error(Errno::EACCES);
+        }
         let writes = flags.0 & libc::O_ACCMODE != libc::O_RDONLY || flags.0 & libc::O_TRUNC != 0;
         if writes {
             return reply.error(self.refuse_node(req, FsOp::OpenWrite, ino));

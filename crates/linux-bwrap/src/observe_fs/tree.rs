@@ -27,6 +27,8 @@ pub struct Node {
     pub name: OsString,
     /// A directory (else an empty regular file).
     pub dir: bool,
+    /// A hidden file (a file anchor): mode 0000, every open recorded and refused.
+    pub masked: bool,
     /// The absolute path in the sandbox this node stands for (`None` for the root, which is
     /// never visible inside the sandbox).
     pub path: Option<PathBuf>,
@@ -49,10 +51,22 @@ impl Tree {
                 parent: ROOT,
                 name: OsString::new(),
                 dir: true,
+                masked: false,
                 path: None,
                 children: Vec::new(),
             }],
         };
+        for (i, file) in plan.files.iter().enumerate() {
+            let ino = tree.add(
+                ROOT,
+                OsString::from(format!("f{i}")),
+                false,
+                file.as_path().to_path_buf(),
+            );
+            if let Some(node) = tree.nodes.get_mut(index(ino)) {
+                node.masked = true;
+            }
+        }
         for (i, anchor) in plan.anchors.iter().enumerate() {
             let anchor_path = anchor.path.as_path().to_path_buf();
             let top = tree.add(ROOT, OsString::from(format!("a{i}")), true, anchor_path.clone());
@@ -88,7 +102,14 @@ impl Tree {
     }
 
     fn add(&mut self, parent: u64, name: OsString, dir: bool, path: PathBuf) -> u64 {
-        self.nodes.push(Node { parent, name, dir, path: Some(path), children: Vec::new() });
+        self.nodes.push(Node {
+            parent,
+            name,
+            dir,
+            masked: false,
+            path: Some(path),
+            children: Vec::new(),
+        });
         let ino = self.nodes.len() as u64;
         if let Some(p) = self.nodes.get_mut(index(parent)) {
             p.children.push(ino);
@@ -197,8 +218,25 @@ mod tests {
                         .collect(),
                 })
                 .collect(),
+            files: Vec::new(),
             record_fd: 7,
         }
+    }
+
+    #[test]
+    fn file_anchors_become_masked_f0_f1_under_the_root() {
+        let mut p = plan(vec![("/home/u", vec![])]);
+        p.files = vec![
+            AbsPathBuf::new_lexical("/home/u/proj/.env").unwrap(),
+            AbsPathBuf::new_lexical("/home/u/.netrc").unwrap(),
+        ];
+        let tree = Tree::build(&p).unwrap();
+        let f1 = tree.child(ROOT, OsStr::new("f1")).unwrap();
+        let node = tree.node(f1).unwrap();
+        assert!(node.masked && !node.dir);
+        assert_eq!(tree.path_of(f1).unwrap(), PathBuf::from("/home/u/.netrc"));
+        let a0 = tree.child(ROOT, OsStr::new("a0")).unwrap();
+        assert!(!tree.node(a0).unwrap().masked);
     }
 
     #[test]
