@@ -306,3 +306,35 @@ fn a_hidden_file_is_reported() {
     // Refused (EACCES), or read as empty if the backend shows it so (no errno then).
     assert!(v.get("errno").is_none() || v["errno"] == "EACCES", "{v}");
 }
+
+#[test]
+fn a_denial_through_a_symlink_into_an_anchor_names_the_hidden_path() {
+    if !require_itemizer() {
+        return;
+    }
+    let s = Scratch::new("v-symlink");
+    std::fs::create_dir_all(s.project.join("secrets")).unwrap();
+    std::fs::write(s.project.join("secrets/key"), CANARY).unwrap();
+    std::os::unix::fs::symlink("secrets", s.project.join("lnk")).unwrap();
+    std::os::unix::fs::symlink(s.project.join("secrets/key"), s.project.join("src/key")).unwrap();
+    config(&s, "[deny]\nread = [\"secrets\"]\n");
+    let (report, out) = run(&s, &[], "cat lnk/key; cat src/key; true");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(CANARY));
+    let v = find(&report, "read", &p(&s, "secrets/key"));
+    assert_eq!(v["syscall"], read_syscall());
+    assert_eq!(v["count"], 2, "{report:#}");
+}
+
+#[test]
+fn a_task_killed_mid_run_still_reports_what_it_was_denied() {
+    if !require_itemizer() {
+        return;
+    }
+    let s = Scratch::new("v-killed");
+    config(&s, "[allow]\nwrite = [\"src\"]\n");
+    let (report, out) = run(&s, &["--timeout", "2"], "touch before.txt; sleep 30");
+    assert_eq!(out.status.code(), Some(124), "{out:?}");
+    assert_eq!(report["timed_out"], true);
+    let v = find(&report, "write", &p(&s, "before.txt"));
+    assert_eq!(v["errno"], "EROFS");
+}
