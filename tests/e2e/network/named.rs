@@ -1,7 +1,7 @@
 //! The network cases that need names or addresses beyond loopback, each in a [`Lab`]: NET-03
 //! (a refused name is never looked up, over HTTP, CONNECT and SOCKS5), a granted name that
-//! resolves into the LAN (NET-05, NET-15), NET-18's loopback-only grants, and curl through
-//! paddock.
+//! resolves into the LAN (NET-05, NET-15), NET-18's loopback-only grants, curl through
+//! paddock, and HTTPS to a real TLS server with a fronted server name cut (NET-10).
 
 use std::io::{BufRead, BufReader};
 use std::net::{TcpListener, TcpStream};
@@ -239,5 +239,69 @@ fn curl_through_paddock_reaches_a_granted_name_and_not_another() {
         let report: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
         assert_eq!(network_targets(&report), vec![format!("evil.test:{e}")], "{report}");
         assert!(!lab.queries().iter().any(|q| q.starts_with("evil")), "{:?}", lab.queries());
+    });
+}
+
+#[test]
+fn net10_https_through_paddock_and_a_fronted_server_name_is_cut() {
+    // A real TLS server (openssl s_server) behind a granted name: curl reaches it over the
+    // proxy's tunnel; the same tunnel opened with another TLS server name (domain fronting,
+    // curl --connect-to) is cut, reported, and its reason said.
+    const CURL: &str = "/usr/bin/curl";
+    const OPENSSL: &str = "/usr/bin/openssl";
+    if !Path::new(CURL).exists() || !Path::new(OPENSSL).exists() {
+        eprintln!("SKIPPED: NET-10 needs {CURL} and {OPENSSL}");
+        return;
+    }
+    let s = Scratch::new("net-10");
+    let zone: Zone = &[("allowed.test", &["198.18.0.10"]), ("evil.test", &["198.18.0.99"])];
+    Lab::run(&s, &["198.18.0.10"], zone, |_| {
+        let (key, cert) = (s.root.join("key.pem"), s.root.join("cert.pem"));
+        let made = std::process::Command::new(OPENSSL)
+            .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"])
+            .args(["-nodes", "-days", "1", "-subj", "/CN=allowed.test", "-keyout"])
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .output()
+            .unwrap();
+        assert!(made.status.success(), "{made:?}");
+        let p = free_port();
+        let mut server = std::process::Command::new(OPENSSL)
+            .args(["s_server", "-quiet", "-www", "-accept", &format!("198.18.0.10:{p}")])
+            .arg("-cert")
+            .arg(&cert)
+            .arg("-key")
+            .arg(&key)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let end = std::time::Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("198.18.0.10", p)).is_err() && std::time::Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let code = "-o /dev/null -w '%{http_code}'";
+        let script = format!(
+            "{CURL} -sk -m 10 {code} https://allowed.test:{p}/; echo; \
+             {CURL} -sk -m 10 {code} --connect-to evil.test:{p}:allowed.test:{p} \
+             https://evil.test:{p}/; echo"
+        );
+        let report = s.root.join("report.json");
+        let out = s
+            .paddock()
+            .args(["run", "--itemize", "off", "--network", "allowed.test", "--report"])
+            .arg(&report)
+            .args(["--", "sh", "-c", &script])
+            .output()
+            .unwrap();
+        let _ = server.kill();
+        let _ = server.wait();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(stdout.lines().collect::<Vec<_>>(), ["200", "000"], "{}", stderr(&out));
+        let report: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+        assert_eq!(network_targets(&report), [format!("allowed.test:{p}")], "{report}");
+        let why = "the TLS server name `evil.test` differs from the tunnel's destination";
+        assert!(stderr(&out).contains(why), "{}", stderr(&out));
     });
 }
