@@ -60,7 +60,7 @@ fn strace_refused_by_an_outer_tracer_runs_the_task_once_more_untraced() {
     outer
         .args(["-f", "-qq", "-o", "/dev/null", "--"])
         .arg(paddock_bin())
-        .arg("run")
+        .args(["run", "--itemize", "strace"])
         .arg("--report")
         .arg(&rep)
         .args(["--", "sh", "-c", COUNTING_TASK])
@@ -91,7 +91,10 @@ fn a_task_whose_last_stderr_line_is_a_strace_failure_is_not_run_again() {
     let task = "echo ran >> runs; \
         echo 'strace: ptrace(PTRACE_TRACEME, ...): Operation not permitted' >&2; exit 3";
     let mut cmd = s.paddock();
-    cmd.arg("run").arg("--report").arg(&rep).args(["--", "sh", "-c", task]);
+    cmd.args(["run", "--itemize", "strace"])
+        .arg("--report")
+        .arg(&rep)
+        .args(["--", "sh", "-c", task]);
     let out = output_within(cmd, Duration::from_secs(60));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{stderr}");
@@ -159,7 +162,7 @@ fn a_pid_namespace_showing_the_hosts_proc_does_not_hang_a_traced_run() {
     cmd.args(["--unshare-user", "--unshare-pid", "--dev-bind", "/", "/", "--"])
         .args(["sh", "-c", &script])
         .arg(paddock_bin())
-        .arg("run")
+        .args(["run", "--itemize", "strace"])
         .arg("--report")
         .arg(&rep)
         .args(["--", "sh", "-c", COUNTING_TASK])
