@@ -35,6 +35,7 @@ pub const TESTS: &[(&str, super::Test)] = &[
     ("observe_exits_promptly_with_calls_pending", observe_exits_promptly_with_calls_pending),
     ("observe_off_changes_nothing", observe_off_changes_nothing),
     ("observe_leaks_no_descriptor_to_the_task", observe_leaks_no_descriptor_to_the_task),
+    ("observe_without_a_listener_runs_nothing", observe_without_a_listener_runs_nothing),
     ("observe_per_call_cost_is_bounded", observe_per_call_cost_is_bounded),
     ("observe_leaves_fuse_anchors_to_the_observer", observe_leaves_fuse_anchors_to_the_observer),
 ];
@@ -294,6 +295,49 @@ fn observe_leaks_no_descriptor_to_the_task() {
     assert!(o.records.is_empty(), "{:#?}", o.records);
 }
 
+/// Under a runner that already has a listener in its filter chain (a nested container
+/// runtime), the supervisor cannot install its own: the task never runs (exit 125), since
+/// unix sockets depend on it.
+fn observe_without_a_listener_runs_nothing() {
+    #[allow(clippy::disallowed_methods)] // a test spawning a runner under a filter of its own
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["__nprobe", "run_under_listener"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(value(&stdout, "exit"), "125", "{stdout}");
+    assert_eq!(value(&stdout, "ran"), "false", "{stdout}");
+    assert!(value(&stdout, "stderr").contains("write-notification filter (errno 16)"), "{stdout}");
+}
+
+/// `__nprobe run_under_listener`: installs a do-nothing filter with a listener on this
+/// process, then runs an observed plan whose task would create a file.
+fn run_under_listener() -> i32 {
+    let allow = [libc::sock_filter { code: 0x06, jt: 0, jf: 0, k: libc::SECCOMP_RET_ALLOW }];
+    let prog = libc::sock_fprog { len: 1, filter: allow.as_ptr().cast_mut() };
+    // SAFETY: prctl and seccomp(2) on this (still single-threaded) process with a valid
+    // one-instruction program; the listener descriptor is simply kept.
+    let rc = unsafe {
+        libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            &raw const prog,
+        )
+    };
+    assert!(rc >= 0, "{}", std::io::Error::last_os_error());
+    let s = Scratch::new("nlistener");
+    let p = policy(&s);
+    let marker = s.proj.join("RAN");
+    let o = observe(&s, &p, true, &["ops", &format!("write:{}", marker.display())]);
+    println!("exit={}", o.outcome.exit_code);
+    println!("ran={}", marker.exists());
+    println!("stderr={}", String::from_utf8_lossy(&o.outcome.stderr).replace('\n', " "));
+    0
+}
+
 /// With a directory deny anchor, the observer filesystem is bound over it (mounted as the
 /// runner does): writes under it are the observer's to record, not the notifier's, while a
 /// write elsewhere is still recorded. Needs `/dev/fuse` (skips loudly without it).
@@ -404,6 +448,7 @@ pub fn probe(args: &[OsString]) -> i32 {
     let what = args.first().and_then(|a| a.to_str()).unwrap_or("");
     let rest: Vec<String> = args.iter().skip(1).map(|a| a.to_string_lossy().into_owned()).collect();
     match what {
+        "run_under_listener" => run_under_listener(),
         "ops" => {
             let mut seen = std::collections::HashMap::new();
             for op in &rest {
