@@ -8,6 +8,8 @@
 //! classify (the caller is blocked, so its cwd and fds are as the call will see them);
 //! answer; and only if the answer reached a waiting call, write the record. A call a signal
 //! interrupted before the answer is not recorded: if it restarts, its new notification is.
+//! An answer that reached its call also proves the caller was alive, blocked in that call,
+//! through the whole classification: its `/proc/PID` entries were its own.
 //!
 //! The thread never blocks the supervisor's exit: [`Server::stop`] waits a bounded time and
 //! then leaves it to die with the process. If it stops early (an unexpected error), it
@@ -378,4 +380,51 @@ fn read_into(pid: u32, addr: u64, buf: &mut [u8], done: impl Fn(&[u8]) -> bool) 
         }
     }
     got
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // test code: a failed setup step is a failed test
+
+    use super::{PATH_MAX, read_cstr, read_mem};
+
+    /// Two pages, the second inaccessible: a string may end at the first page's last byte.
+    #[test]
+    fn strings_are_read_page_by_page_and_bounded() {
+        let page = 4096usize;
+        // SAFETY: an anonymous mapping of two pages, the second then made inaccessible; only
+        // the first page is written, and both are unmapped at the end.
+        unsafe {
+            let base = libc::mmap(
+                std::ptr::null_mut(),
+                2 * page,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            assert_ne!(base, libc::MAP_FAILED);
+            assert_eq!(
+                libc::mprotect(base.cast::<u8>().add(page).cast(), page, libc::PROT_NONE),
+                0
+            );
+            let first = std::slice::from_raw_parts_mut(base.cast::<u8>(), page);
+            first.fill(b'a');
+            first[page - 1] = 0;
+            let me = std::process::id();
+            let start = base as u64;
+            // A string ending at the page's last byte, read from 10 bytes before it.
+            let tail = read_cstr(me, start + page as u64 - 10).unwrap();
+            assert_eq!(tail, vec![b'a'; 9]);
+            // The whole page: PATH_MAX - 1 bytes and the NUL fit exactly.
+            assert_eq!(read_cstr(me, start).unwrap().len(), PATH_MAX - 1);
+            // No NUL before the unreadable page: nothing.
+            first[page - 1] = b'a';
+            assert_eq!(read_cstr(me, start + 100), None);
+            assert_eq!(read_cstr(me, 0), None, "a NULL pointer reads nothing");
+            assert_eq!(read_mem(me, start + page as u64 - 4, 8), None, "a short read is no read");
+            assert_eq!(read_mem(me, start, 8).unwrap(), vec![b'a'; 8]);
+            libc::munmap(base, 2 * page);
+        }
+    }
 }
