@@ -36,6 +36,7 @@ pub const TESTS: &[(&str, super::Test)] = &[
     ("observe_off_changes_nothing", observe_off_changes_nothing),
     ("observe_leaks_no_descriptor_to_the_task", observe_leaks_no_descriptor_to_the_task),
     ("observe_without_a_listener_runs_nothing", observe_without_a_listener_runs_nothing),
+    ("observe_with_a_port_bridge", observe_with_a_port_bridge),
     ("observe_per_call_cost_is_bounded", observe_per_call_cost_is_bounded),
     ("observe_leaves_fuse_anchors_to_the_observer", observe_leaves_fuse_anchors_to_the_observer),
 ];
@@ -102,6 +103,8 @@ fn observe_program(
         observe,
     };
     let plan = LinuxBwrap.plan(policy, &task, &facts()).unwrap();
+    // The host ends of port grants, as the CLI starts them.
+    let bridges = paddock::bridges::Bridges::start(&plan, policy).unwrap();
     let (read, write) = std::io::pipe().unwrap();
     let reader = std::thread::spawn(move || {
         let mut records = Vec::new();
@@ -121,6 +124,7 @@ fn observe_program(
     )
     .unwrap();
     let (records, malformed) = reader.join().unwrap();
+    bridges.stop(policy);
     Observed { outcome, records, malformed }
 }
 
@@ -293,6 +297,40 @@ fn observe_leaks_no_descriptor_to_the_task() {
     let o = observe_program(&s, &p, true, "__probe", &["write", &target]);
     assert_eq!(value(&o.stdout(), "write"), "err:13", "the supervisor is non-dumpable");
     assert!(o.records.is_empty(), "{:#?}", o.records);
+}
+
+/// With a host port granted, the supervisor starts its relay before the task runs and the
+/// notifier as well: both work, and the relayed loopback connect is not recorded.
+fn observe_with_a_port_bridge() {
+    let s = Scratch::new("nbridge");
+    let mut p = policy(&s);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    p.host_ports = vec![port];
+    let accept = std::thread::spawn(move || listener.accept().map(drop));
+    let file = outside("bridge");
+    let o = observe(
+        &s,
+        &p,
+        true,
+        &["ops", &format!("connect:127.0.0.1:{port}"), &format!("write:{file}")],
+    );
+    let out = o.stdout();
+    assert_eq!(
+        value(&out, "connect"),
+        "ok",
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.outcome.stderr)
+    );
+    assert_eq!(value(&out, "write"), EROFS, "{out}");
+    accept.join().unwrap().unwrap();
+    let paths: Vec<_> = o.records.iter().map(|r| (r.kind, r.path.clone())).collect();
+    assert_eq!(
+        paths,
+        [(RecordKind::Write, Some(paddock_linux_bwrap::payload::Bytes(file.into())))],
+        "{:#?}",
+        o.records
+    );
 }
 
 /// Under a runner that already has a listener in its filter chain (a nested container
@@ -624,6 +662,10 @@ fn run_op(kind: &str, a: &str, b: &str) -> std::io::Result<()> {
         "mkdir" => std::fs::create_dir(a),
         "unlink" => std::fs::remove_file(a),
         "rename" => std::fs::rename(a, b),
+        "connect" => {
+            let addr: std::net::SocketAddr = format!("{a}:{b}").parse().unwrap();
+            std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map(drop)
+        }
         "chmod" => {
             use std::os::unix::fs::PermissionsExt as _;
             std::fs::set_permissions(a, std::fs::Permissions::from_mode(0o600))
