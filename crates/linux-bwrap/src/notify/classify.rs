@@ -171,6 +171,9 @@ pub fn predict<'a>(view: &impl View, op: Op<'a>) -> Option<Denial<'a>> {
     };
     match op {
         Op::Open(path, flags) => {
+            if flags & libc::O_PATH != 0 {
+                return None; // a path-only open ignores the access mode and creates nothing
+            }
             if flags & libc::O_TMPFILE == libc::O_TMPFILE {
                 // An unnamed file in the directory `path`.
                 return erofs(path, read_only(view, path));

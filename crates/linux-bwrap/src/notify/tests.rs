@@ -353,6 +353,7 @@ fn predictions_follow_the_kernel_order_of_checks() {
         (Op::Open(b"/etc/passwd", libc::O_CREAT), None), // a read-only open of it
         (Op::Open(b"/etc/passwd", libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY), None),
         (Op::Open(b"/etc", libc::O_WRONLY), None), // EISDIR
+        (Op::Open(b"/etc/passwd", libc::O_PATH | libc::O_WRONLY), None),
         (Op::Open(b"/dev/null", libc::O_WRONLY), None), // a device: no write to the mount
         (Op::Open(b"/proj/a.txt", w), None),
         (Op::Open(b"/proj/b.txt", w), None),
