@@ -122,7 +122,7 @@ pub fn matrix(root: &Path, runs: &[SuiteRun]) -> Result<()> {
             // sh -c 'SCRIPT' sh ARGV...: bind /dev/null over each strace, then exec ARGV.
             let mut c = Command::new("unshare");
             c.args(["--mount", "--propagation", "private", "--", "sh", "-c"]).arg(format!(
-                "for p in {}; do [ -e \"$p\" ] && mount --bind /dev/null \"$p\"; done; exec \"$@\"",
+                "for p in {}; do [ -e \"$p\" ] && mount --bind -o ro,nosuid,nodev /dev/null \"$p\"; done; exec \"$@\"",
                 STRACE_PATHS.join(" ")
             ));
             c.arg("sh").args(&argv);

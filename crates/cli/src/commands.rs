@@ -7,7 +7,7 @@ use anyhow::{Context, Result, bail};
 use paddock_policy::{AbsPathBuf, Backend, HostFacts, SpawnPlan, Task, cwd_hint, summarize};
 use serde::Serialize;
 
-use crate::args::{BackendArg, CheckArgs, PlanArgs, RunArgs};
+use crate::args::{BackendArg, CheckArgs, PlanArgs, PolicyArgs, RunArgs};
 use crate::load::{Loaded, load};
 use crate::report::RunReport;
 
@@ -62,8 +62,9 @@ pub fn plan(args: &PlanArgs) -> Result<u8> {
     let loaded = load(&args.policy)?;
     let command = if args.command.is_empty() { vec!["true".into()] } else { args.command.clone() };
     let runtime_dir = crate::runtime_dir::planned_path();
-    let t = task(&loaded, &command, runtime_dir)?;
     let facts = facts_for(args.policy.backend);
+    let mut t = task(&loaded, &command, runtime_dir)?;
+    t.observe = crate::observe::choose(itemize_mode(&args.policy, &loaded)?, &facts).0.observes();
     let plan = backend(args.policy.backend).plan(&loaded.resolved, &t, &facts)?;
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -114,6 +115,14 @@ fn print_plan_text(out: &mut dyn Write, loaded: &Loaded, plan: &SpawnPlan) -> Re
     for d in &plan.diagnostics {
         writeln!(out, "plan: {d}")?;
     }
+    if let Some(o) = &plan.observer {
+        writeln!(
+            out,
+            "itemize: observe ({} directory anchors and {} files served by the observer)",
+            o.anchors.len(),
+            o.files.len()
+        )?;
+    }
     writeln!(out, "backend: {} ({})", plan.backend, plan.program)?;
     Ok(())
 }
@@ -154,8 +163,8 @@ pub fn check(args: &CheckArgs) -> Result<u8> {
 pub const ITEMIZE_ENV: &str = "PADDOCK_ITEMIZE";
 
 /// `--itemize`, else `PADDOCK_ITEMIZE`, else the config's `report.itemize`.
-fn itemize_mode(args: &RunArgs, loaded: &Loaded) -> Result<paddock_policy::ItemizeMode> {
-    if args.policy.itemize.is_some() {
+fn itemize_mode(args: &PolicyArgs, loaded: &Loaded) -> Result<paddock_policy::ItemizeMode> {
+    if args.itemize.is_some() {
         return Ok(loaded.resolved.report.itemize);
     }
     match std::env::var_os(ITEMIZE_ENV) {
@@ -233,7 +242,8 @@ pub fn run(args: &RunArgs) -> Result<u8> {
     // `tmp/` only when the plan mounts the task's tmp there (a grant covers /tmp).
     let runtime = crate::runtime_dir::RuntimeDir::create_with_tmp(!loaded.resolved.private_tmp)
         .context("cannot create the task's runtime directory")?;
-    let (mechanism, itemize_note) = crate::observe::choose(itemize_mode(args, &loaded)?, &facts);
+    let (mechanism, itemize_note) =
+        crate::observe::choose(itemize_mode(&args.policy, &loaded)?, &facts);
     let mut t = task(&loaded, &args.command, runtime.path().clone())?;
     t.observe = mechanism.observes();
     let plan = backend(args.policy.backend).plan(&loaded.resolved, &t, &facts)?;
