@@ -475,6 +475,9 @@ fn observe_available(facts: &HostFacts) -> Result<(), (String, &'static str)> {
             "upgrade the kernel, or use --itemize strace",
         ));
     }
+    if let Err(why) = crate::notify::kernel_supported() {
+        return Err((why, "upgrade the kernel (Linux 5.5 or newer), or use --itemize strace"));
+    }
     if facts.uid != 0 && !facts.user_namespaces {
         return Err((
             "the observer is mounted in a user namespace of paddock's own, and user namespaces are unavailable"
