@@ -527,3 +527,34 @@ fn symlinks_at_protected_names_are_not_followed_sym04() {
     assert!(names(&autostart).is_empty(), "something was created through .vscode");
     assert_eq!(names(&sc.home.join(".ssh")), ssh_before, "something was created through .idea");
 }
+
+#[test]
+fn a_concurrent_run_keeps_the_placeholders_another_sandbox_has_bound() {
+    // Run A makes a placeholder for the missing `.vscode`; run B, started meanwhile, takes it
+    // for the user's directory and binds it read-only. Had A removed it when it ended, the
+    // kernel would have detached B's bind, and B could have written editor settings (which
+    // run code) on the host.
+    if !require_os_sandbox() {
+        return;
+    }
+    let s = Scratch::new("placeholder-race");
+    let hooks = s.project.join(".vscode");
+    assert!(!hooks.exists());
+    let mut a = s.paddock().args(["run", "--", "sleep", "1"]).spawn().unwrap();
+    let started = std::time::Instant::now();
+    while !hooks.exists() {
+        assert!(started.elapsed().as_secs() < 10, "run A made no placeholder");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let b = s
+        .paddock()
+        .args(["run", "--", "sh", "-c"])
+        .arg("sleep 2; mkdir -p .vscode; echo pwn > .vscode/tasks.json")
+        .output()
+        .unwrap();
+    assert!(a.wait().unwrap().success());
+    assert_ne!(b.status.code(), Some(0), "{b:?}");
+    assert!(!hooks.join("tasks.json").exists(), "settings were written on the host: {b:?}");
+    // The last run alive removed every placeholder.
+    assert!(!hooks.exists(), "a placeholder was left behind");
+}

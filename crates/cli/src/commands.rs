@@ -231,17 +231,23 @@ fn run_itemized(
 
 /// `paddock run`.
 pub fn run(args: &RunArgs) -> Result<u8> {
-    // Sweep first: a killed run's placeholders must be gone before resolution looks at
-    // the project, or they would be taken for the user's own files.
-    crate::runtime_dir::sweep_stale();
+    // Locked before resolution: a run that may take another's placeholder for the user's
+    // file is then alive when that run decides whether to remove it
+    // (`runtime_dir::release_placeholders`).
+    let runtime = crate::runtime_dir::RuntimeDir::create_with_tmp(false)
+        .context("cannot create the task's runtime directory")?;
+    // Sweep before resolution: a killed run's placeholders should be gone before resolution
+    // looks at the project, or they would be taken for the user's own files.
+    crate::runtime_dir::sweep_stale(Some(runtime.path().as_path()));
     let loaded = load(&args.policy)?;
     for n in &loaded.notes {
         eprintln!("paddock: note: {n}");
     }
     let facts = facts_for(args.policy.backend);
     // `tmp/` only when the plan mounts the task's tmp there (a grant covers /tmp).
-    let runtime = crate::runtime_dir::RuntimeDir::create_with_tmp(!loaded.resolved.private_tmp)
-        .context("cannot create the task's runtime directory")?;
+    if !loaded.resolved.private_tmp {
+        runtime.make_tmp().context("cannot create the task's tmp directory")?;
+    }
     let (mechanism, itemize_note) =
         crate::observe::choose(itemize_mode(&args.policy, &loaded)?, &facts);
     let mut t = task(&loaded, &args.command, runtime.path().clone())?;
@@ -250,6 +256,15 @@ pub fn run(args: &RunArgs) -> Result<u8> {
     for d in &plan.diagnostics {
         eprintln!("paddock: {d}");
     }
+    // Before the spawn: placeholders of other runs among these must outlive this run.
+    crate::runtime_dir::record_uses(
+        runtime.path().as_path(),
+        loaded.resolved.protected.iter().filter_map(|p| match &p.state {
+            paddock_policy::ProtectedState::Exists { .. } => Some(p.path.as_path()),
+            paddock_policy::ProtectedState::Missing { .. } => None,
+        }),
+    )
+    .context("cannot write the task's runtime directory")?;
     // Host ends of port grants and the egress proxy: a busy port fails here, before the
     // task starts. They stop with the task (or with this process: the sweep takes sockets).
     let bridges = crate::bridges::Bridges::start(&plan, &loaded.resolved)?;

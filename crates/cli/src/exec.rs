@@ -202,6 +202,7 @@ fn memfd_with(name: &str, bytes: &[u8]) -> Result<OwnedFd> {
 #[derive(Debug, Default)]
 pub struct Placeholders {
     created: Vec<(PathBuf, bool, u64)>,
+    runtime_dir: Option<PathBuf>,
 }
 
 impl Placeholders {
@@ -209,7 +210,8 @@ impl Placeholders {
     /// without following symlinks (`O_CREAT | O_EXCL | O_NOFOLLOW`, `mkdir`), so that a link
     /// planted where a placeholder goes is never written through (SYM-04).
     pub fn create(wanted: &[Placeholder], runtime_dir: Option<&Path>) -> Result<Placeholders> {
-        let mut out = Placeholders::default();
+        let mut out =
+            Placeholders { created: Vec::new(), runtime_dir: runtime_dir.map(Path::to_path_buf) };
         if wanted.is_empty() {
             return Ok(out);
         }
@@ -246,10 +248,8 @@ impl Placeholders {
 
 impl Drop for Placeholders {
     fn drop(&mut self) {
-        // Innermost first.
-        for (path, dir, ino) in self.created.iter().rev() {
-            remove_placeholder(path, *dir, *ino);
-        }
+        // Removed now, or by the last run alive (another sandbox may have them bound).
+        crate::runtime_dir::release_placeholders(&self.created, self.runtime_dir.as_deref());
     }
 }
 
@@ -268,13 +268,19 @@ pub fn remove_placeholder(path: &Path, dir: bool, ino: u64) {
     }
 }
 
-fn write_manifest(dir: &Path, wanted: &[Placeholder]) -> Result<()> {
+/// A manifest's bytes: `d PATH\0` or `f PATH\0` per placeholder.
+pub fn manifest_bytes<'a>(entries: impl Iterator<Item = (&'a Path, bool)>) -> Vec<u8> {
     let mut text = Vec::new();
-    for p in wanted {
-        text.extend_from_slice(if p.dir { b"d " } else { b"f " });
-        text.extend_from_slice(p.path.as_os_str().as_bytes());
+    for (path, dir) in entries {
+        text.extend_from_slice(if dir { b"d " } else { b"f " });
+        text.extend_from_slice(path.as_os_str().as_bytes());
         text.push(0);
     }
+    text
+}
+
+fn write_manifest(dir: &Path, wanted: &[Placeholder]) -> Result<()> {
+    let text = manifest_bytes(wanted.iter().map(|p| (p.path.as_path(), p.dir)));
     let path = dir.join(PLACEHOLDER_MANIFEST);
     let mut f = File::create(&path).with_context(|| format!("cannot write {}", path.display()))?;
     // No fsync: the manifest must survive a kill -9 of paddock, which the page cache already
@@ -285,8 +291,12 @@ fn write_manifest(dir: &Path, wanted: &[Placeholder]) -> Result<()> {
 
 /// Reads a placeholder manifest: `(path, dir)` pairs.
 pub fn read_manifest(dir: &Path) -> Vec<(PathBuf, bool)> {
+    std::fs::read(dir.join(PLACEHOLDER_MANIFEST)).map(|b| parse_manifest(&b)).unwrap_or_default()
+}
+
+/// Parses a manifest's bytes ([`manifest_bytes`]).
+pub fn parse_manifest(bytes: &[u8]) -> Vec<(PathBuf, bool)> {
     use std::os::unix::ffi::OsStringExt;
-    let Ok(bytes) = std::fs::read(dir.join(PLACEHOLDER_MANIFEST)) else { return Vec::new() };
     bytes
         .split(|b| *b == 0)
         .filter_map(|rec| {

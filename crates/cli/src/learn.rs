@@ -100,7 +100,10 @@ impl Observer for Learner {
 
 /// `paddock learn`.
 pub fn learn(args: &LearnArgs) -> Result<u8> {
-    crate::runtime_dir::sweep_stale();
+    // Locked before resolution (see `commands::run`).
+    let runtime = crate::runtime_dir::RuntimeDir::create()
+        .context("cannot create the task's runtime directory")?;
+    crate::runtime_dir::sweep_stale(Some(runtime.path().as_path()));
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let project = match &args.project {
         Some(p) if p.is_absolute() => p.clone(),
@@ -126,8 +129,6 @@ pub fn learn(args: &LearnArgs) -> Result<u8> {
         anyhow!("paddock learn needs strace; install it (`sudo apt install strace`) and run `paddock check`")
     })?;
     let task_cwd = paddock_policy::canonicalize(&RealHost, &cwd)?.0;
-    let runtime = crate::runtime_dir::RuntimeDir::create()
-        .context("cannot create the task's runtime directory")?;
     let Some((program, rest)) = args.command.split_first() else {
         bail!("no program to run; write it after `--`")
     };

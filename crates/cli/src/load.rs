@@ -37,7 +37,7 @@ pub fn load(args: &PolicyArgs) -> Result<Loaded> {
     let mut notes = Vec::new();
     let config = match &args.config {
         Some(c) => Some(if c.is_absolute() { c.clone() } else { cwd.join(c) }),
-        None => Some(project.join("paddock.toml")).filter(|p| p.is_file()),
+        None => Some(project.join("paddock.toml")).filter(|p| is_config(p)),
     };
     let mut policy = match &config {
         None => default_policy(),
@@ -56,6 +56,15 @@ pub fn load(args: &PolicyArgs) -> Result<Loaded> {
     notes.extend(more);
     let cwd = paddock_policy::canonicalize(&host, &cwd)?.0;
     Ok(Loaded { resolved, notes, config, cwd })
+}
+
+/// Whether a discovered `paddock.toml` is a config: a regular file, and not the empty
+/// mode-0000 placeholder a concurrent run in the same project made for the missing name
+/// (which means: no config).
+fn is_config(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .is_ok_and(|m| m.is_file() && !(m.len() == 0 && m.permissions().mode() & 0o777 == 0))
 }
 
 fn read_config(file: &Path, notes: &mut Vec<String>) -> Result<Policy> {

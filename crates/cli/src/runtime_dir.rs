@@ -69,6 +69,15 @@ impl RuntimeDir {
     pub fn path(&self) -> &AbsPathBuf {
         &self.path
     }
+
+    /// Makes its `tmp/` (see [`RuntimeDir::create_with_tmp`]), once the policy says it is
+    /// needed: the directory is locked before the policy is resolved.
+    pub fn make_tmp(&self) -> io::Result<()> {
+        match std::fs::DirBuilder::new().mode(0o700).create(self.path.join("tmp")) {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => Err(e),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// The runtime dir created last in this process and still alive, for [`current`].
@@ -102,10 +111,15 @@ pub fn planned_path() -> AbsPathBuf {
     AbsPathBuf::new_lexical(base().join("XXXXXXXXXXXX")).unwrap_or_else(AbsPathBuf::root)
 }
 
+/// The prefix of a file in the runtime base listing placeholders whose removal waits until
+/// no run is alive (see [`release_placeholders`]).
+const LEFTOVER_PREFIX: &str = "leftover-";
+
 /// Removes the runtime dirs of runs that are gone (their lock can be taken), and the
-/// placeholders their manifests list. Errors are ignored: a sweep is best effort and never
-/// touches a directory whose lock is held.
-pub fn sweep_stale() {
+/// placeholders their manifests list (or defers them: [`release_placeholders`]). Errors are
+/// ignored: a sweep is best effort and never touches a directory whose lock is held. `own`
+/// is the caller's own runtime dir, if it has one already.
+pub fn sweep_stale(own: Option<&Path>) {
     let base = base();
     if ensure_private_dir(&base).is_err() {
         return;
@@ -113,6 +127,9 @@ pub fn sweep_stale() {
     let Ok(entries) = std::fs::read_dir(&base) else { return };
     for entry in entries.flatten() {
         let path = entry.path();
+        if Some(path.as_path()) == own {
+            continue;
+        }
         let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
         if !meta.is_dir() {
             continue;
@@ -136,10 +153,93 @@ pub fn sweep_stale() {
 }
 
 fn sweep_one(path: &Path) {
-    for (placeholder, dir) in crate::exec::read_manifest(path) {
-        crate::exec::remove_placeholder(&placeholder, dir, 0);
-    }
+    let listed: Vec<(PathBuf, bool, u64)> =
+        crate::exec::read_manifest(path).into_iter().map(|(p, dir)| (p, dir, 0)).collect();
+    release_placeholders(&listed, None);
     let _ = std::fs::remove_dir_all(path);
+}
+
+/// The file in a runtime dir listing the protected paths the run found on the host and binds
+/// read-only: placeholders of other runs among them must outlive it.
+pub const USES_FILE: &str = "uses";
+
+/// Records, before the spawn, the existing protected paths this run binds (see
+/// [`release_placeholders`]).
+pub fn record_uses<'a>(dir: &Path, paths: impl Iterator<Item = &'a Path>) -> io::Result<()> {
+    let text = crate::exec::manifest_bytes(paths.map(|p| (p, false)));
+    std::fs::write(dir.join(USES_FILE), text)
+}
+
+/// The paths live runs other than `own` use (their [`USES_FILE`]s); a dir whose lock can be
+/// taken belongs to a run that is gone.
+fn used_by_others(own: Option<&Path>) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(base()) else { return Vec::new() };
+    let mut out = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if Some(path.as_path()) == own || !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        // Taken here, the lock is released when the handle drops: that run is gone.
+        let alive = open_lock(&path, false).is_ok_and(|lock| !try_flock(&lock));
+        if alive && let Ok(bytes) = std::fs::read(path.join(USES_FILE)) {
+            out.extend(crate::exec::parse_manifest(&bytes).into_iter().map(|(p, _)| p));
+        }
+    }
+    out
+}
+
+/// Removes placeholders (`(path, dir, inode)`, inode 0 for any empty one), except those a
+/// live run uses: they are listed in a leftover file in the runtime base, for a later run to
+/// remove once none does. Leftovers no live run uses any more are removed too.
+///
+/// A placeholder is a mount point in every sandbox that found it: a run that starts while
+/// another's placeholder exists takes it for the user's file and binds it read-only. Removing
+/// it on the host would silently unmount that bind in the other sandbox (the kernel detaches
+/// mounts on a removed dentry in other mount namespaces), and the protected name would become
+/// writable there. Each run records what it binds ([`record_uses`]) before it spawns; the
+/// residual window (this check, then that run's record and bind, then the removal, all
+/// within microseconds) would make that run's bwrap fail, or lose the bind.
+pub fn release_placeholders(list: &[(PathBuf, bool, u64)], own: Option<&Path>) {
+    let used = used_by_others(own);
+    let (keep, now): (Vec<_>, Vec<_>) = list.iter().partition(|(p, _, _)| used.contains(p));
+    // Innermost first.
+    for (path, dir, ino) in now.iter().rev() {
+        crate::exec::remove_placeholder(path, *dir, *ino);
+    }
+    let keep: Vec<(PathBuf, bool, u64)> = keep.into_iter().cloned().collect();
+    if !keep.is_empty() {
+        write_leftover(&keep);
+    }
+    let Ok(entries) = std::fs::read_dir(base()) else { return };
+    for entry in entries.flatten() {
+        if !entry.file_name().as_encoded_bytes().starts_with(LEFTOVER_PREFIX.as_bytes()) {
+            continue;
+        }
+        let path = entry.path();
+        let listed =
+            std::fs::read(&path).map(|b| crate::exec::parse_manifest(&b)).unwrap_or_default();
+        if listed.iter().any(|(p, _)| used.contains(p)) {
+            continue;
+        }
+        for (p, dir) in listed.iter().rev() {
+            crate::exec::remove_placeholder(p, *dir, 0);
+        }
+        let _ = std::fs::remove_file(&path);
+    }
+}
+
+fn write_leftover(list: &[(PathBuf, bool, u64)]) {
+    let Ok(name) = random_name() else { return };
+    let path = base().join(format!("{LEFTOVER_PREFIX}{name}"));
+    let text = crate::exec::manifest_bytes(list.iter().map(|(p, dir, _)| (p.as_path(), *dir)));
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, &text));
 }
 
 fn ensure_private_dir(base: &Path) -> io::Result<()> {
@@ -198,6 +298,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_placeholder_a_live_run_uses_outlives_its_creator() {
+        let user = RuntimeDir::create().unwrap();
+        let ghost = std::env::temp_dir().join(format!("paddock-used-{}", std::process::id()));
+        std::fs::create_dir(&ghost).unwrap();
+        record_uses(user.path().as_path(), [ghost.as_path()].into_iter()).unwrap();
+        // Its creator ends: the placeholder stays, listed for later.
+        release_placeholders(&[(ghost.clone(), true, 0)], None);
+        assert!(ghost.exists(), "removed while a live run binds it");
+        // The user ends too: the next release removes it, and its leftover file.
+        drop(user);
+        release_placeholders(&[], None);
+        assert!(!ghost.exists());
+        let leftovers = std::fs::read_dir(base())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().as_encoded_bytes().starts_with(LEFTOVER_PREFIX.as_bytes()))
+            .filter_map(|e| std::fs::read(e.path()).ok())
+            .flat_map(|b| crate::exec::parse_manifest(&b))
+            .any(|(p, _)| p == ghost);
+        assert!(!leftovers, "a leftover entry outlived its placeholder");
+    }
+
+    #[test]
     fn created_locked_swept_only_when_dead_and_removed_on_drop() {
         let dir = RuntimeDir::create().unwrap();
         let path = dir.path().as_path().to_path_buf();
@@ -205,7 +328,7 @@ mod tests {
         assert_eq!(std::fs::metadata(&path).unwrap().mode() & 0o777, 0o700);
         assert!(path.join("tmp").is_dir());
         // A live run is never swept.
-        sweep_stale();
+        sweep_stale(None);
         assert!(path.exists());
         // A dead run: its dir with an unlocked lock file and a recorded placeholder.
         let dead = base().join("deadbeef0000");
@@ -222,8 +345,9 @@ mod tests {
             [b"d ".as_slice(), p.path.as_os_str().as_encoded_bytes(), b"\0"].concat(),
         )
         .unwrap();
-        sweep_stale();
-        assert!(!dead.exists() && !ghost.exists());
+        sweep_stale(Some(&path));
+        assert!(!dead.exists());
+        assert!(!ghost.exists());
         assert!(path.exists());
         drop(dir);
         assert!(!path.exists());
