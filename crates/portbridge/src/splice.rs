@@ -5,10 +5,11 @@
 //! time a splice fills it, so a bulk transfer moves more per pair of calls (fewer system calls
 //! and wake-ups of the threads on both sides) while a quiet connection keeps the small pipe:
 //! pipe pages count against a per-user budget (`/proc/sys/fs/pipe-user-pages-soft`), and a
-//! user over it gets tiny pipes for every new one. Larger is not better: on an otherwise idle
-//! two-core machine, an inbound grant's chain of two relays ran at about 80% of direct
-//! loopback with 1 MiB pipes and unix send buffers, against about 110% with 256 KiB ones: the
-//! bytes had left the CPU caches by the time the next thread read them.
+//! user over it gets tiny pipes for every new one. Larger is not better: on a two-core
+//! machine, with the benchmark scheduled ahead of everything else, an inbound grant's chain of
+//! two relays ran at about 80% of direct loopback with 1 MiB pipes and unix send buffers,
+//! against about 110% with 256 KiB ones: the bytes had left the CPU caches by the time the
+//! next thread read them.
 //!
 //! If the kernel refuses splice for these sockets before any byte moved, [`copy`] returns
 //! `None` and the caller falls back to the read/write loop.
