@@ -203,10 +203,7 @@ fn used_by_others(own: Option<&Path>) -> Vec<PathBuf> {
 pub fn release_placeholders(list: &[(PathBuf, bool, u64)], own: Option<&Path>) {
     let used = used_by_others(own);
     let (keep, now): (Vec<_>, Vec<_>) = list.iter().partition(|(p, _, _)| used.contains(p));
-    // Innermost first.
-    for (path, dir, ino) in now.iter().rev() {
-        crate::exec::remove_placeholder(path, *dir, *ino);
-    }
+    remove_all(&now);
     let keep: Vec<(PathBuf, bool, u64)> = keep.into_iter().cloned().collect();
     if !keep.is_empty() {
         write_leftover(&keep);
@@ -226,6 +223,31 @@ pub fn release_placeholders(list: &[(PathBuf, bool, u64)], own: Option<&Path>) {
             crate::exec::remove_placeholder(p, *dir, 0);
         }
         let _ = std::fs::remove_file(&path);
+    }
+}
+
+/// Removes placeholders: files first, then directories deepest first, each depth in
+/// parallel. On a file system mounted with `discard` each `rmdir` waits for the device;
+/// removing siblings at once overlaps those waits.
+fn remove_all(list: &[&(PathBuf, bool, u64)]) {
+    for (path, _, ino) in list.iter().filter(|e| !e.1) {
+        crate::exec::remove_placeholder(path, false, *ino);
+    }
+    let mut dirs: Vec<&(PathBuf, bool, u64)> = list.iter().copied().filter(|e| e.1).collect();
+    if dirs.len() < 2 {
+        for (path, _, ino) in dirs {
+            crate::exec::remove_placeholder(path, true, *ino);
+        }
+        return;
+    }
+    let depth = |e: &&(PathBuf, bool, u64)| e.0.components().count();
+    dirs.sort_by_key(|e| std::cmp::Reverse(depth(e)));
+    for level in dirs.chunk_by(|a, b| depth(a) == depth(b)) {
+        std::thread::scope(|s| {
+            for (path, _, ino) in level {
+                s.spawn(move || crate::exec::remove_placeholder(path, true, *ino));
+            }
+        });
     }
 }
 
