@@ -86,6 +86,21 @@ struct ViolationKey {
     errno: Option<String>,
 }
 
+impl ViolationKey {
+    /// The key of `v` and how many times it counts (at least once).
+    fn of(v: Violation) -> (ViolationKey, u64) {
+        let count = v.count.max(1);
+        let key = ViolationKey {
+            kind: v.kind,
+            path: v.path,
+            target: v.target,
+            syscall: v.syscall,
+            errno: v.errno,
+        };
+        (key, count)
+    }
+}
+
 impl ViolationSet {
     /// An empty set.
     pub fn new() -> ViolationSet {
@@ -94,31 +109,19 @@ impl ViolationSet {
 
     /// Adds a violation, merging it with an equal one.
     pub fn add(&mut self, v: Violation) {
-        let key = ViolationKey {
-            kind: v.kind,
-            path: v.path,
-            target: v.target,
-            syscall: v.syscall,
-            errno: v.errno,
-        };
-        *self.seen.entry(key).or_insert(0) += v.count.max(1);
+        let (key, count) = ViolationKey::of(v);
+        *self.seen.entry(key).or_insert(0) += count;
     }
 
     /// Adds a violation if it merges with one already here or the set holds fewer than `max`
     /// distinct ones; returns whether it was added. Keeps memory bounded when a task floods
     /// the report with distinct denials.
     pub fn add_bounded(&mut self, v: Violation, max: usize) -> bool {
-        let key = ViolationKey {
-            kind: v.kind,
-            path: v.path,
-            target: v.target,
-            syscall: v.syscall,
-            errno: v.errno,
-        };
+        let (key, count) = ViolationKey::of(v);
         if self.seen.len() >= max && !self.seen.contains_key(&key) {
             return false;
         }
-        *self.seen.entry(key).or_insert(0) += v.count.max(1);
+        *self.seen.entry(key).or_insert(0) += count;
         true
     }
 
