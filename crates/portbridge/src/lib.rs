@@ -97,6 +97,7 @@
 mod acceptor;
 mod env;
 mod error;
+mod handover;
 mod pool;
 mod proxy;
 mod pump;
