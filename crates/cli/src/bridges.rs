@@ -68,9 +68,6 @@ impl Bridges {
                         // the task's server: clients that come early are held, not refused.
                         connect_wait: std::time::Duration::from_secs(30),
                         refuse_symlink: true,
-                        // The client's socket goes to the sandbox end, which relays it to the
-                        // task: one relay, not two.
-                        hand_over: true,
                         ..RelayOptions::default()
                     };
                     let relay = TcpToUnix::start(*port, socket.as_path(), options)

@@ -345,9 +345,6 @@ fn start_relays(relays: &[SandboxRelay]) -> Result<Vec<paddock_portbridge::Relay
                 // while the server starts (connect_wait), not refused.
                 let options = RelayOptions {
                     connect_wait: std::time::Duration::from_secs(30),
-                    // The host end sends each client's socket itself (the runner's
-                    // `BridgeSpec::Inbound`): relayed here, it crosses one relay.
-                    hand_over: true,
                     ..RelayOptions::default()
                 };
                 let target = std::net::SocketAddr::from(([127, 0, 0, 1], *port));

@@ -4,11 +4,8 @@
 //! Paths measured (the server is a sink that counts bytes and answers the count):
 //! - `direct`: TCP client to the TCP server on 127.0.0.1.
 //! - `relay`: TCP client -> [`TcpToUnix`] -> unix-socket server (one relay).
-//! - `chain`: what an inbound port grant runs: TCP client -> [`TcpToUnix`], which hands the
-//!   client's socket over a unix socket (`RelayOptions::hand_over`) -> [`UnixToTcp`], which
-//!   relays it to the TCP server (in real use it lives in the sandbox).
-//! - `chain-relayed`: the same two ends relaying bytes through the unix socket (two relays),
-//!   as inbound grants ran before the hand-over.
+//! - `chain`: TCP client -> [`TcpToUnix`] -> unix socket -> [`UnixToTcp`] -> TCP server: what
+//!   an inbound port grant runs (the second relay lives in the sandbox in real use).
 //! - `socat-relay` / `socat-chain`: the same with socat processes.
 //!
 //! Every path is warmed up, then measured in interleaved rounds (each round runs every path
@@ -221,21 +218,12 @@ fn main() {
     let relay = TcpToUnix::start(0, &unix_server, RelayOptions::default()).expect("relay");
     let relay_addr = relay.local_addr().expect("relay addr");
     let mid = dir.join("mid");
-    let hand = RelayOptions { hand_over: true, ..RelayOptions::default() };
-    let _inner = UnixToTcp::start(&mid, server, hand.clone()).expect("inner");
-    let outer = TcpToUnix::start(0, &mid, hand).expect("outer");
+    let _inner = UnixToTcp::start(&mid, server, RelayOptions::default()).expect("inner");
+    let outer = TcpToUnix::start(0, &mid, RelayOptions::default()).expect("outer");
     let chain_addr = outer.local_addr().expect("chain addr");
-    let mid2 = dir.join("mid2");
-    let _inner2 = UnixToTcp::start(&mid2, server, RelayOptions::default()).expect("inner2");
-    let outer2 = TcpToUnix::start(0, &mid2, RelayOptions::default()).expect("outer2");
-    let relayed_addr = outer2.local_addr().expect("chain-relayed addr");
 
-    let mut rows: Vec<(&str, SocketAddr)> = vec![
-        ("direct", server),
-        ("relay", relay_addr),
-        ("chain", chain_addr),
-        ("chain-relayed", relayed_addr),
-    ];
+    let mut rows: Vec<(&str, SocketAddr)> =
+        vec![("direct", server), ("relay", relay_addr), ("chain", chain_addr)];
     let wanted = |name: &str| args.only.as_ref().is_none_or(|only| only.iter().any(|o| o == name));
     let mut socats = Socat(Vec::new());
     if !wanted("socat-relay") && !wanted("socat-chain") {
@@ -271,7 +259,7 @@ fn main() {
         rows.retain(|(name, _)| wanted(name));
         assert!(
             !rows.is_empty(),
-            "--only names none of: direct, relay, chain, chain-relayed, socat-relay, socat-chain"
+            "--only names none of: direct, relay, chain, socat-relay, socat-chain"
         );
     }
     let socat_pids: Vec<u32> = socats.0.iter().map(Child::id).collect();

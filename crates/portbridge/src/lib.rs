@@ -97,7 +97,6 @@
 mod acceptor;
 mod env;
 mod error;
-mod handover;
 mod pool;
 mod proxy;
 mod pump;

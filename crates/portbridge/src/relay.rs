@@ -42,11 +42,6 @@ pub struct RelayOptions {
     /// not a symlink: set it when a less trusted party can write the socket's directory (the
     /// host end of an inbound grant, whose socket the sandbox serves).
     pub refuse_symlink: bool,
-    /// An inbound grant's two ends as one relay: a [`TcpToUnix`] sends each accepted client
-    /// socket itself over the unix socket (`SCM_RIGHTS`) instead of relaying its bytes, and a
-    /// [`UnixToTcp`] takes such a socket from each unix client and relays it to its target.
-    /// Both ends must agree (see `handover`).
-    pub hand_over: bool,
 }
 
 impl Default for RelayOptions {
@@ -56,7 +51,6 @@ impl Default for RelayOptions {
             connect_timeout: Duration::from_secs(5),
             connect_wait: Duration::from_secs(10),
             refuse_symlink: false,
-            hand_over: false,
         }
     }
 }
@@ -172,40 +166,11 @@ impl Service for RelayService {
 }
 
 fn run(client: Stream, guard: &ConnGuard, target: &Target, options: &RelayOptions) {
-    if options.hand_over {
-        return hand_over(client, guard, target, options);
-    }
     let Some(upstream) = connect_with_wait(target, options, &guard.tracker) else { return };
     if !guard.tracker.add_socket(guard.id, &upstream) {
         return;
     }
     pump::relay(client, upstream, Vec::new(), None, &guard.counters, &guard.tracker);
-}
-
-/// [`RelayOptions::hand_over`]: the host end sends the client socket; the sandbox end takes
-/// the socket its unix client sends and relays it.
-fn hand_over(client: Stream, guard: &ConnGuard, target: &Target, options: &RelayOptions) {
-    match target {
-        Target::Unix(_) => {
-            let Some(upstream) = connect_with_wait(target, options, &guard.tracker) else { return };
-            // Our copy of the client closes when this returns; the other end holds it.
-            let _ = crate::handover::send(&upstream, client.raw_fd());
-        }
-        Target::Tcp(_) => {
-            let Ok(received) = crate::handover::receive(&client, options.connect_timeout) else {
-                return;
-            };
-            drop(client);
-            if !guard.tracker.add_socket(guard.id, &received) {
-                return;
-            }
-            let Some(upstream) = connect_with_wait(target, options, &guard.tracker) else { return };
-            if !guard.tracker.add_socket(guard.id, &upstream) {
-                return;
-            }
-            pump::relay(received, upstream, Vec::new(), None, &guard.counters, &guard.tracker);
-        }
-    }
 }
 
 /// Connects to the target, retrying while it is not listening yet, until `connect_wait` has

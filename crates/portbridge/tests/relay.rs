@@ -66,46 +66,6 @@ fn inbound_port_grant_chain_both_relays() {
 }
 
 #[test]
-fn inbound_port_grant_hands_the_client_socket_over_one_relay() {
-    // `hand_over`: the host end sends each client's socket to the sandbox end, which relays
-    // it to the task's server: the bytes cross one relay.
-    let dir = TempDir::new();
-    let sock = dir.join("grant");
-    let hand = RelayOptions { hand_over: true, ..RelayOptions::default() };
-    let inner = UnixToTcp::start(&sock, tcp_echo_server(), hand.clone()).unwrap();
-    let outer = TcpToUnix::start(0, &sock, hand).unwrap();
-    for len in [1usize, 100_000, 8 << 20] {
-        let data = pattern(len);
-        let got = tcp_roundtrip(&TcpStream::connect(outer.local_addr().unwrap()).unwrap(), &data);
-        assert!(got == echoed(&data), "{len} bytes");
-    }
-    assert!(wait_for(Duration::from_secs(5), || inner.stats().active == 0));
-    // The sandbox end counted the bytes; the host end relayed none.
-    assert!(inner.stats().to_target > 8 << 20);
-    assert_eq!(outer.stats().to_target, 0);
-    drop(outer);
-    drop(inner);
-    assert!(!sock.exists());
-}
-
-#[test]
-fn a_hand_over_end_refuses_clients_that_send_no_tcp_socket() {
-    // Whoever reaches the sandbox end's socket could send anything: bytes without a
-    // descriptor, or a descriptor that is not a TCP socket (a pipe). Neither is relayed.
-    let dir = TempDir::new();
-    let sock = dir.join("grant");
-    let hand = RelayOptions { hand_over: true, ..RelayOptions::default() };
-    let inner = UnixToTcp::start(&sock, tcp_echo_server(), hand).unwrap();
-    let mut plain = UnixStream::connect(&sock).unwrap();
-    plain.write_all(b"Thello").unwrap();
-    let mut buf = [0u8; 8];
-    plain.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    assert_eq!(plain.read(&mut buf).unwrap_or(0), 0, "a plain client is closed, not relayed");
-    assert!(wait_for(Duration::from_secs(5), || inner.stats().active == 0));
-    assert_eq!(inner.stats().to_target, 0);
-}
-
-#[test]
 fn half_close_is_propagated_and_reply_still_flows() {
     // The server answers only after it sees end of stream; the client half-closed, so it can
     // still read the answer.
