@@ -100,9 +100,6 @@ pub fn run_plan_observed(
     let start = Instant::now();
     let signals = SignalCatcher::install().context("cannot install signal handlers")?;
     let output = if opts.capture { Output::Piped } else { Output::Inherit };
-    // A tracer's own children outlive it if it dies before they exec (strace's child waits
-    // stopped for the attach): the whole process group goes when the tracer does.
-    let kill_group = !extra.is_empty();
     let mut spawned = exec::spawn_with(plan, output, runtime_dir, extra, observer)?;
     let pid = i32::try_from(spawned.child.id()).context("child pid")?;
     let pidfd = pidfd_open(pid).context("pidfd_open")?;
@@ -161,11 +158,14 @@ pub fn run_plan_observed(
             }
         }
         if fds[0].revents != 0 {
-            if kill_group {
-                // SAFETY: killpg with integers. The group is the child's own (process_group(0))
-                // and its leader is an unreaped zombie now, so the id cannot have been reused.
-                unsafe { libc::killpg(pid, libc::SIGKILL) };
-            }
+            // The child's whole process group goes with it: a tracer's children outlive it if
+            // it dies before they exec (strace's child waits stopped for the attach), and a
+            // bwrap that fails after forking leaves its child waiting for a parent that is
+            // gone. The task is never in this group (bwrap's --new-session), and once the
+            // supervisor is gone the kernel has emptied the sandbox's pid namespace.
+            // SAFETY: killpg with integers. The group is the child's own (process_group(0))
+            // and its leader is an unreaped zombie now, so the id cannot have been reused.
+            unsafe { libc::killpg(pid, libc::SIGKILL) };
             break wait4(pid)?;
         }
     };
