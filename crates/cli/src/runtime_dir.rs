@@ -39,16 +39,26 @@ impl RuntimeDir {
         let base = base();
         ensure_private_dir(&base)?;
         for _ in 0..16 {
-            let path = base.join(random_name()?);
-            match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+            // Made under a hidden name, locked, then renamed into place: a sweep or a scan
+            // only ever sees it locked (one that took the lock of a dir not locked yet would
+            // take it for a dead run's).
+            let name = random_name()?;
+            let staging = base.join(format!(".{name}"));
+            let path = base.join(&name);
+            match std::fs::DirBuilder::new().mode(0o700).create(&staging) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
                 Err(e) => return Err(e),
             }
-            let lock = open_lock(&path, true)?;
+            let lock = open_lock(&staging, true)?;
             if !try_flock(&lock) {
                 return Err(io::Error::other("a fresh runtime dir's lock is already held"));
             }
+            if path.exists() {
+                let _ = std::fs::remove_dir_all(&staging);
+                continue;
+            }
+            std::fs::rename(&staging, &path)?;
             if with_tmp {
                 std::fs::DirBuilder::new().mode(0o700).create(path.join("tmp"))?;
             }
@@ -132,6 +142,14 @@ pub fn sweep_stale(own: Option<&Path>) {
         }
         let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
         if !meta.is_dir() {
+            continue;
+        }
+        if entry.file_name().as_encoded_bytes().starts_with(b".") {
+            // A run between making its dir and locking it, or one that died there.
+            let age = meta.modified().ok().and_then(|m| m.elapsed().ok()).unwrap_or_default();
+            if age.as_secs() > 60 {
+                sweep_one(&path);
+            }
             continue;
         }
         let lock = match open_lock(&path, false) {
