@@ -529,12 +529,23 @@ fn supervise(task: libc::pid_t, sfd: i32, mut signal_fd: Option<i32>) -> i32 {
             let mut buf = [0u8; 16];
             // SAFETY: reading into a valid buffer.
             let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-            if n <= 0 {
-                // The runner closed its end: no more polite signals.
+            let again = n < 0
+                && matches!(
+                    std::io::Error::last_os_error().raw_os_error(),
+                    Some(libc::EINTR | libc::EAGAIN)
+                );
+            if n == 0 {
+                // The runner holds its end until bwrap is gone: end of file while the task
+                // runs means the runner died. The sandbox goes with it even if the parent-death
+                // signal bwrap arranged did not arrive.
+                // SAFETY: signalling the task's process group.
+                unsafe { libc::kill(-task, libc::SIGKILL) };
+                return 128 + libc::SIGKILL;
+            } else if n < 0 && !again {
                 // SAFETY: closing our own descriptor.
                 unsafe { libc::close(fd) };
                 signal_fd = None;
-            } else {
+            } else if n > 0 {
                 for &sig in &buf[..usize::try_from(n).unwrap_or(0)] {
                     if is_polite(i32::from(sig)) {
                         // SAFETY: signalling the task's process group.
