@@ -6,7 +6,8 @@
 //!   the observers (also with strace hidden) and with strace.
 //! - `test-macos`: the end-to-end suite against sandbox-exec (on macOS only).
 //! - `bench spawn`: `paddock run -- true` against bare bwrap and bare `true`.
-//! - `bench trace`: what itemizing with strace costs on three open-heavy workloads.
+//! - `bench trace`: what itemizing costs (untraced, the observers, strace, plain strace) on six
+//!   workloads, three open-heavy, a tiny `cargo check` and two write-heavy.
 //! - `bench bridge`: throughput and connection rate through port bridges, as ratios to
 //!   direct loopback (and to socat when installed).
 //! - `tidy`: the repository's own rules (a `//!` doc atop every module).
