@@ -257,14 +257,12 @@ pub fn run(args: &RunArgs) -> Result<u8> {
         eprintln!("paddock: {d}");
     }
     // Before the spawn: placeholders of other runs among these must outlive this run.
-    crate::runtime_dir::record_uses(
-        runtime.path().as_path(),
-        loaded.resolved.protected.iter().filter_map(|p| match &p.state {
+    runtime
+        .record_uses(loaded.resolved.protected.iter().filter_map(|p| match &p.state {
             paddock_policy::ProtectedState::Exists { .. } => Some(p.path.as_path()),
             paddock_policy::ProtectedState::Missing { .. } => None,
-        }),
-    )
-    .context("cannot write the task's runtime directory")?;
+        }))
+        .context("cannot write the task's runtime directory")?;
     // Host ends of port grants and the egress proxy: a busy port fails here, before the
     // task starts. They stop with the task (or with this process: the sweep takes sockets).
     let bridges = crate::bridges::Bridges::start(&plan, &loaded.resolved)?;

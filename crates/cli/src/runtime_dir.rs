@@ -22,7 +22,7 @@ pub const LOCK_FILE: &str = "lock";
 #[derive(Debug)]
 pub struct RuntimeDir {
     path: AbsPathBuf,
-    _lock: File,
+    lock: File,
 }
 
 impl RuntimeDir {
@@ -67,7 +67,7 @@ impl RuntimeDir {
             if let Ok(mut current) = CURRENT.lock() {
                 *current = Some(path.as_path().to_path_buf());
             }
-            return Ok(RuntimeDir { path, _lock: lock });
+            return Ok(RuntimeDir { path, lock });
         }
         Err(io::Error::other(format!(
             "cannot find a free runtime dir name under {}",
@@ -137,34 +137,7 @@ pub fn sweep_stale(own: Option<&Path>) {
     let Ok(entries) = std::fs::read_dir(&base) else { return };
     for entry in entries.flatten() {
         let path = entry.path();
-        if Some(path.as_path()) == own {
-            continue;
-        }
-        let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
-        if !meta.is_dir() {
-            continue;
-        }
-        if entry.file_name().as_encoded_bytes().starts_with(b".") {
-            // A run between making its dir and locking it, or one that died there.
-            let age = meta.modified().ok().and_then(|m| m.elapsed().ok()).unwrap_or_default();
-            if age.as_secs() > 60 {
-                sweep_one(&path);
-            }
-            continue;
-        }
-        let lock = match open_lock(&path, false) {
-            Ok(lock) => lock,
-            // No lock file: a run between mkdir and lock, or one that died there; leave it
-            // a minute before treating it as dead.
-            Err(_) => {
-                let age = meta.modified().ok().and_then(|m| m.elapsed().ok()).unwrap_or_default();
-                if age.as_secs() > 60 {
-                    sweep_one(&path);
-                }
-                continue;
-            }
-        };
-        if try_flock(&lock) {
+        if Some(path.as_path()) != own && run_state(&entry) == RunState::Gone {
             sweep_one(&path);
         }
     }
@@ -177,34 +150,52 @@ fn sweep_one(path: &Path) {
     let _ = std::fs::remove_dir_all(path);
 }
 
-/// The file in a runtime dir listing the protected paths the run found on the host and binds
-/// read-only: placeholders of other runs among them must outlive it.
-pub const USES_FILE: &str = "uses";
-
-/// Records, before the spawn, the existing protected paths this run binds (see
-/// [`release_placeholders`]).
-pub fn record_uses<'a>(dir: &Path, paths: impl Iterator<Item = &'a Path>) -> io::Result<()> {
-    let text = crate::exec::manifest_bytes(paths.map(|p| (p, false)));
-    std::fs::write(dir.join(USES_FILE), text)
+/// What an entry of the runtime base is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RunState {
+    /// A run's dir whose lock is held: the run is alive.
+    Alive,
+    /// A run's dir whose lock could be taken (and was released again), or one that was never
+    /// locked and is over a minute old: the run is gone.
+    Gone,
+    /// Anything else: a file, a run being made (a hidden dir), or a young dir with no lock
+    /// file.
+    Other,
 }
 
-/// The paths live runs other than `own` use (their [`USES_FILE`]s); a dir whose lock can be
-/// taken belongs to a run that is gone.
-fn used_by_others(own: Option<&Path>) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(base()) else { return Vec::new() };
-    let mut out = Vec::new();
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if Some(path.as_path()) == own || !entry.file_type().is_ok_and(|t| t.is_dir()) {
-            continue;
+fn run_state(entry: &std::fs::DirEntry) -> RunState {
+    let Ok(meta) = std::fs::symlink_metadata(entry.path()) else { return RunState::Other };
+    if !meta.is_dir() {
+        return RunState::Other;
+    }
+    // A hidden dir is a run being made (see `RuntimeDir::create_with_tmp`): its lock is never
+    // tried, or the run making it would find it taken.
+    let hidden = entry.file_name().as_encoded_bytes().starts_with(b".");
+    match open_lock(&entry.path(), false) {
+        // Taken here, the lock is released when the handle drops.
+        Ok(lock) if !hidden => {
+            if try_flock(&lock) {
+                RunState::Gone
+            } else {
+                RunState::Alive
+            }
         }
-        // Taken here, the lock is released when the handle drops: that run is gone.
-        let alive = open_lock(&path, false).is_ok_and(|lock| !try_flock(&lock));
-        if alive && let Ok(bytes) = std::fs::read(path.join(USES_FILE)) {
-            out.extend(crate::exec::parse_manifest(&bytes).into_iter().map(|(p, _)| p));
+        _ => {
+            let age = meta.modified().ok().and_then(|m| m.elapsed().ok()).unwrap_or_default();
+            if age.as_secs() > 60 { RunState::Gone } else { RunState::Other }
         }
     }
-    out
+}
+
+impl RuntimeDir {
+    /// Records, before the spawn, the existing protected paths this run binds (see
+    /// [`release_placeholders`]), in its lock file: no file more to make and remove per run.
+    pub fn record_uses<'a>(&self, paths: impl Iterator<Item = &'a Path>) -> io::Result<()> {
+        use std::io::Write;
+        let text = crate::exec::manifest_bytes(paths.map(|p| (p, false)));
+        // Writing does not touch the lock; a reader sees the list once the write returns.
+        (&self.lock).write_all(&text)
+    }
 }
 
 /// Removes placeholders (`(path, dir, inode)`, inode 0 for any empty one), except those a
@@ -215,23 +206,31 @@ fn used_by_others(own: Option<&Path>) -> Vec<PathBuf> {
 /// another's placeholder exists takes it for the user's file and binds it read-only. Removing
 /// it on the host would silently unmount that bind in the other sandbox (the kernel detaches
 /// mounts on a removed dentry in other mount namespaces), and the protected name would become
-/// writable there. Each run records what it binds ([`record_uses`]) before it spawns; the
-/// residual window (this check, then that run's record and bind, then the removal, all
-/// within microseconds) would make that run's bwrap fail, or lose the bind.
+/// writable there. Each run records what it binds ([`RuntimeDir::record_uses`]) before it
+/// spawns; the residual window (this check, then that run's record and bind, then the
+/// removal, all within microseconds) would make that run's bwrap fail, or lose the bind.
 pub fn release_placeholders(list: &[(PathBuf, bool, u64)], own: Option<&Path>) {
-    let used = used_by_others(own);
+    // One pass over the runtime base: what live runs use, and the leftover lists.
+    let mut used: Vec<PathBuf> = Vec::new();
+    let mut leftovers: Vec<PathBuf> = Vec::new();
+    for entry in std::fs::read_dir(base()).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if entry.file_name().as_encoded_bytes().starts_with(LEFTOVER_PREFIX.as_bytes()) {
+            leftovers.push(path);
+        } else if Some(path.as_path()) != own
+            && run_state(&entry) == RunState::Alive
+            && let Ok(bytes) = std::fs::read(path.join(LOCK_FILE))
+        {
+            used.extend(crate::exec::parse_manifest(&bytes).into_iter().map(|(p, _)| p));
+        }
+    }
     let (keep, now): (Vec<_>, Vec<_>) = list.iter().partition(|(p, _, _)| used.contains(p));
     remove_all(&now);
     let keep: Vec<(PathBuf, bool, u64)> = keep.into_iter().cloned().collect();
     if !keep.is_empty() {
         write_leftover(&keep);
     }
-    let Ok(entries) = std::fs::read_dir(base()) else { return };
-    for entry in entries.flatten() {
-        if !entry.file_name().as_encoded_bytes().starts_with(LEFTOVER_PREFIX.as_bytes()) {
-            continue;
-        }
-        let path = entry.path();
+    for path in leftovers {
         let listed =
             std::fs::read(&path).map(|b| crate::exec::parse_manifest(&b)).unwrap_or_default();
         if listed.iter().any(|(p, _)| used.contains(p)) {
@@ -342,7 +341,7 @@ mod tests {
         let user = RuntimeDir::create().unwrap();
         let ghost = std::env::temp_dir().join(format!("paddock-used-{}", std::process::id()));
         std::fs::create_dir(&ghost).unwrap();
-        record_uses(user.path().as_path(), [ghost.as_path()].into_iter()).unwrap();
+        user.record_uses([ghost.as_path()].into_iter()).unwrap();
         // Its creator ends: the placeholder stays, listed for later.
         release_placeholders(&[(ghost.clone(), true, 0)], None);
         assert!(ghost.exists(), "removed while a live run binds it");
