@@ -190,22 +190,15 @@ fn run_itemized(
     runtime: &crate::runtime_dir::RuntimeDir,
 ) -> Result<crate::trace::Ran> {
     use crate::observe::Mechanism as M;
+    use std::borrow::Cow;
     let dir = Some(runtime.path().as_path());
-    let trace = match mechanism {
+    let (plan, trace) = match mechanism {
         M::Observe => {
             if let Some(ran) = crate::observe::run(plan, &loaded.resolved, opts, dir)? {
                 return Ok(ran);
             }
-            let (fallback, _) = crate::observe::choose(
-                paddock_policy::ItemizeMode::Strace,
-                &HostFacts { observe: false, ..facts.clone() },
-            );
-            let t = Task { observe: false, ..t.clone() };
-            let plan = backend(args.policy.backend).plan(&loaded.resolved, &t, facts)?;
-            let trace = match fallback {
-                M::Strace(o) => Some(o),
-                _ => None,
-            };
+            // What `auto` picks on a host without the observers.
+            let (trace, _) = crate::trace::choose(paddock_policy::ItemizeMode::Auto, facts);
             eprintln!(
                 "paddock: note: {}",
                 if trace.is_some() {
@@ -214,19 +207,13 @@ fn run_itemized(
                     "denials are enforced but not itemized"
                 }
             );
-            return crate::trace::run(
-                &plan,
-                trace.as_ref(),
-                &loaded.resolved,
-                &loaded.cwd,
-                opts,
-                dir,
-            );
+            let t = Task { observe: false, ..t.clone() };
+            (Cow::Owned(backend(args.policy.backend).plan(&loaded.resolved, &t, facts)?), trace)
         }
-        M::Strace(o) => Some(o),
-        M::Off => None,
+        M::Strace(o) => (Cow::Borrowed(plan), Some(o)),
+        M::Off => (Cow::Borrowed(plan), None),
     };
-    crate::trace::run(plan, trace.as_ref(), &loaded.resolved, &loaded.cwd, opts, dir)
+    crate::trace::run(&plan, trace.as_ref(), &loaded.resolved, &loaded.cwd, opts, dir)
 }
 
 /// `paddock run`.
