@@ -73,37 +73,51 @@ pub fn unix_echo_server(path: &Path) {
     });
 }
 
-/// Sends `data` over TCP, half-closes, reads everything back (concurrently).
+/// A stream whose write half can be closed alone.
+pub trait HalfClose: Sync {
+    fn close_write(&self) -> std::io::Result<()>;
+}
+
+impl HalfClose for TcpStream {
+    fn close_write(&self) -> std::io::Result<()> {
+        self.shutdown(Shutdown::Write)
+    }
+}
+
+impl HalfClose for UnixStream {
+    fn close_write(&self) -> std::io::Result<()> {
+        self.shutdown(Shutdown::Write)
+    }
+}
+
+/// Sends `data`, half-closes, reads everything back (concurrently).
+pub fn roundtrip<S: HalfClose>(s: &S, data: &[u8]) -> Vec<u8>
+where
+    for<'a> &'a S: Read + Write,
+{
+    thread::scope(|scope| {
+        scope.spawn(|| {
+            let mut w = s;
+            w.write_all(data).unwrap();
+            s.close_write().unwrap();
+        });
+        let mut out = Vec::new();
+        let mut r = s;
+        r.read_to_end(&mut out).unwrap();
+        out
+    })
+}
+
+/// [`roundtrip`] over TCP.
 pub fn tcp_roundtrip(s: &TcpStream, data: &[u8]) -> Vec<u8> {
-    thread::scope(|scope| {
-        scope.spawn(|| {
-            let mut w = s;
-            w.write_all(data).unwrap();
-            s.shutdown(Shutdown::Write).unwrap();
-        });
-        let mut out = Vec::new();
-        let mut r = s;
-        r.read_to_end(&mut out).unwrap();
-        out
-    })
+    roundtrip(s, data)
 }
 
-/// Sends `data` over a unix stream, half-closes, reads everything back (concurrently).
+/// [`roundtrip`] over a unix stream.
 pub fn unix_roundtrip(s: &UnixStream, data: &[u8]) -> Vec<u8> {
-    thread::scope(|scope| {
-        scope.spawn(|| {
-            let mut w = s;
-            w.write_all(data).unwrap();
-            s.shutdown(Shutdown::Write).unwrap();
-        });
-        let mut out = Vec::new();
-        let mut r = s;
-        r.read_to_end(&mut out).unwrap();
-        out
-    })
+    roundtrip(s, data)
 }
 
-/// What the echo server sends back for `data`.
 pub fn echoed(data: &[u8]) -> Vec<u8> {
     let mut v = data.to_vec();
     v.extend_from_slice(format!("#{}", data.len()).as_bytes());
