@@ -19,10 +19,9 @@
 use std::fs::File;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use crossbeam_channel::RecvTimeoutError;
 use paddock_linux_bwrap::notify::{NotifyRecord, RecordKind};
 use paddock_linux_bwrap::observe_fs::{FsOp, FsRecord, ObserverMount};
 use paddock_linux_bwrap::trace::TraceOptions;
@@ -108,19 +107,23 @@ pub fn run(
     };
     let (record_rx, record_tx) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("cannot make the record pipe")?;
-    let notified = std::thread::Builder::new()
+    // Each reader sends what it saw when its source ends: the record pipe when the supervisor
+    // is gone, the observer's channel when its serving thread is.
+    let (done_tx, done_rx) = crossbeam_channel::bounded::<Seen>(2);
+    let notified_tx = done_tx.clone();
+    std::thread::Builder::new()
         .name("paddock-records".into())
-        .spawn(move || collect_notified(record_rx))
+        .spawn(move || drop(notified_tx.send(collect_notified(record_rx))))
         .context("cannot start the record reader")?;
     let records = server.records();
-    let fs_seen = std::thread::Builder::new()
+    std::thread::Builder::new()
         .name("paddock-fs-records".into())
         .spawn(move || {
             let mut seen = Seen::default();
             for r in records.iter() {
                 seen.add(from_fs(&r));
             }
-            seen
+            drop(done_tx.send(seen));
         })
         .context("cannot start the observer reader")?;
 
@@ -136,12 +139,21 @@ pub fn run(
         }
         Err(e) => return Err(e),
     };
-    let mut seen = join_bounded(fs_seen).unwrap_or_default();
+    // A reader that does not end is stuck on a descriptor something still holds: its
+    // records are lost, not waited for.
+    let mut seen = Seen::default();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    for _ in 0..2 {
+        match done_rx.recv_deadline(deadline) {
+            Ok(part) => seen.merge(part),
+            Err(_) => {
+                eprintln!("paddock: note: an observer did not finish; some denials may be missing");
+                break;
+            }
+        }
+    }
     for r in &leftover {
         seen.add(from_fs(r));
-    }
-    if let Some(notes) = join_bounded(notified) {
-        seen.merge(notes);
     }
     let violations = seen.report(policy);
     Ok(Some(Ran { outcome, itemized_by: Some(ITEMIZED_BY), violations }))
@@ -167,26 +179,6 @@ fn run_observed(
 /// started, so running it another way is safe.
 fn is_mount_failure(e: &anyhow::Error) -> bool {
     e.chain().any(|c| c.to_string().starts_with("cannot start "))
-}
-
-/// Joins a reader thread, giving up after a few seconds (a reader that does not end is
-/// stuck on a descriptor something still holds; its records are then lost, not waited for).
-fn join_bounded<T: Send + 'static>(handle: std::thread::JoinHandle<T>) -> Option<T> {
-    let (tx, rx) = crossbeam_channel::bounded(1);
-    let waiter = std::thread::spawn(move || {
-        let _ = tx.send(handle.join());
-    });
-    match rx.recv_timeout(Duration::from_secs(3)) {
-        Ok(Ok(value)) => {
-            let _ = waiter.join();
-            Some(value)
-        }
-        Ok(Err(_)) | Err(RecvTimeoutError::Disconnected) => None,
-        Err(RecvTimeoutError::Timeout) => {
-            eprintln!("paddock: note: an observer did not finish; some denials may be missing");
-            None
-        }
-    }
 }
 
 fn collect_notified(read: OwnedFd) -> Seen {
