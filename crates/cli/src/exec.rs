@@ -28,6 +28,28 @@ use paddock_policy::{Placeholder, SpawnPlan};
 /// The byte the supervisor sends up the signal channel once the task has started.
 pub const STARTED: u8 = paddock_linux_bwrap::supervisor::STARTED;
 
+/// The plan's program could not be started: nothing ran (the child failed before or at its
+/// exec, the observer's mount included). Callers may run the task another way.
+#[derive(Debug)]
+pub struct SpawnFailed {
+    /// The program.
+    pub program: PathBuf,
+    /// Why.
+    pub source: std::io::Error,
+}
+
+impl std::fmt::Display for SpawnFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot start {}", self.program.display())
+    }
+}
+
+impl std::error::Error for SpawnFailed {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
 /// File name of the placeholder manifest inside a runtime dir.
 pub const PLACEHOLDER_MANIFEST: &str = "placeholders";
 
@@ -134,7 +156,9 @@ pub fn spawn_with(
             place_fds(&pairs, max_target)
         });
     }
-    let child = cmd.spawn().with_context(|| format!("cannot start {}", plan.program))?;
+    let child = cmd
+        .spawn()
+        .map_err(|source| SpawnFailed { program: plan.program.as_path().to_path_buf(), source })?;
     drop(keep);
     Ok(Spawned { child, signal_tx, placeholders })
 }

@@ -178,7 +178,7 @@ fn run_observed(
 /// A spawn that failed in the child before bwrap ran (the observer's mount): the task never
 /// started, so running it another way is safe.
 fn is_mount_failure(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| c.to_string().starts_with("cannot start "))
+    e.chain().any(|c| c.is::<crate::exec::SpawnFailed>())
 }
 
 fn collect_notified(read: OwnedFd) -> Seen {
