@@ -124,6 +124,9 @@ pub fn probe_bin() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_paddock-probe")))
 }
 
+/// Where paddock's probe looks for strace.
+const STRACE_PATHS: [&str; 3] = ["/usr/bin/strace", "/usr/local/bin/strace", "/bin/strace"];
+
 /// The itemizing mechanism this run of the suite tests: `PADDOCK_E2E_ITEMIZE` (`observe` or
 /// `strace`), `strace` by default. CI runs the suite once per mechanism.
 pub fn itemizer() -> &'static str {
@@ -141,10 +144,8 @@ pub fn require_itemizer() -> bool {
         return false;
     }
     let missing = match itemizer() {
-        "strace" => (!["/usr/bin/strace", "/usr/local/bin/strace", "/bin/strace"]
-            .iter()
-            .any(|p| Path::new(p).exists()))
-        .then_some("strace is not installed (apt-get install strace)"),
+        "strace" => (!STRACE_PATHS.iter().any(|p| Path::new(p).exists()))
+            .then_some("strace is not installed (apt-get install strace)"),
         _ => std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -172,9 +173,7 @@ pub fn require_strace() -> bool {
         return false;
     }
     // Hidden by a bind of /dev/null (a character device) is as good as missing.
-    let found = ["/usr/bin/strace", "/usr/local/bin/strace", "/bin/strace"]
-        .iter()
-        .any(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file()));
+    let found = STRACE_PATHS.iter().any(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file()));
     if !found {
         eprintln!("SKIPPED: strace is not installed (or hidden for this run)");
     }
