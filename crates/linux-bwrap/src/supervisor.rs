@@ -87,8 +87,8 @@ fn cstring(bytes: &OsStr) -> Result<CString, String> {
 /// Everything the child needs, prepared before `fork` so that the child allocates nothing.
 struct Prepared {
     candidates: Vec<CString>,
-    argv: Vec<CString>,
-    env: Vec<CString>,
+    argv: CArray,
+    env: CArray,
     cwd: CString,
     bpf: Vec<u8>,
     program: OsString,
@@ -144,17 +144,56 @@ fn prepare(payload: &SupervisorPayload, bpf: Vec<u8>) -> Result<Prepared, String
                 CString::new(full).map_err(|_| "PATH contains a NUL byte".to_owned())
             })
             .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .filter(may_exist)
+            .collect()
     };
     Ok(Prepared {
         candidates,
-        argv,
-        env,
+        argv: CArray::new(argv),
+        env: CArray::new(env),
         cwd: cstring(&payload.cwd.0)?,
         bpf,
         program,
         gate: None,
         notify: None,
     })
+}
+
+/// False when `candidate` is an absolute path that does not exist here. The PATH lookup
+/// skips those before the fork: a failed `execve` costs several times a `stat`, and a PATH
+/// of ten entries is common. Relative entries stay (the task's cwd is entered after the
+/// fork), and so does anything `stat` cannot rule out: `execve` has the last word.
+fn may_exist(candidate: &CString) -> bool {
+    if candidate.as_bytes().first() != Some(&b'/') {
+        return true;
+    }
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: a NUL-terminated path and a buffer of the right size for stat to fill.
+    if unsafe { libc::stat(candidate.as_ptr(), st.as_mut_ptr()) } == 0 {
+        return true;
+    }
+    let err = std::io::Error::last_os_error().raw_os_error();
+    !matches!(err, Some(libc::ENOENT) | Some(libc::ENOTDIR))
+}
+
+/// Strings and the NULL-terminated pointer array `execve` takes, made before the fork. The
+/// pointers point into the strings' heap buffers, which stay put when the struct moves.
+struct CArray {
+    strings: Vec<CString>,
+    ptrs: Vec<*const libc::c_char>,
+}
+
+impl CArray {
+    fn new(strings: Vec<CString>) -> CArray {
+        let ptrs = strings.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null()));
+        CArray { ptrs: ptrs.collect(), strings }
+    }
+
+    fn as_ptr(&self) -> *const *const libc::c_char {
+        debug_assert_eq!(self.ptrs.len(), self.strings.len() + 1);
+        self.ptrs.as_ptr()
+    }
 }
 
 /// Takes the record descriptor and prepares the notification filter and its socket pair.
@@ -456,14 +495,10 @@ fn child(p: &Prepared, mask: &libc::sigset_t) -> ! {
     if let Some(n) = &p.notify {
         install_notify(&n.program);
     }
-    let mut argv: Vec<*const libc::c_char> = p.argv.iter().map(|a| a.as_ptr()).collect();
-    argv.push(std::ptr::null());
-    let mut envp: Vec<*const libc::c_char> = p.env.iter().map(|a| a.as_ptr()).collect();
-    envp.push(std::ptr::null());
     let mut denied = false;
     for cand in &p.candidates {
         // SAFETY: NUL-terminated arrays of valid C strings that outlive the call.
-        unsafe { libc::execve(cand.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
+        unsafe { libc::execve(cand.as_ptr(), p.argv.as_ptr(), p.env.as_ptr()) };
         let err = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
         if err == libc::EACCES || err == libc::EPERM || err == libc::ENOEXEC || err == libc::EISDIR
         {
