@@ -603,6 +603,7 @@ fn is_polite(sig: i32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::payload::Bytes;
 
     #[test]
     fn args_accept_full_or_trailing_argv() {
@@ -611,6 +612,43 @@ mod tests {
         assert_eq!(parse_args(&full), Ok(4));
         assert_eq!(parse_args(&full[2..]), Ok(4));
         assert!(parse_args(&full[..2]).is_err());
+    }
+
+    #[test]
+    fn path_lookup_skips_absolute_entries_that_do_not_exist() {
+        let dir = std::env::temp_dir().join(format!("paddock-path-{}", std::process::id()));
+        let (empty, found) = (dir.join("empty"), dir.join("found"));
+        std::fs::create_dir_all(&empty).unwrap();
+        std::fs::create_dir_all(&found).unwrap();
+        std::fs::write(found.join("tool"), b"").unwrap();
+        let path = format!(
+            "{}:{}:{}::rel",
+            dir.join("missing").display(),
+            empty.display(),
+            found.display()
+        );
+        let payload = SupervisorPayload {
+            program: Bytes("tool".into()),
+            args: vec![Bytes("tool".into()), Bytes("-v".into())],
+            env: vec![(Bytes("PATH".into()), Bytes(path.into()))],
+            cwd: Bytes("/".into()),
+            seccomp_fd: 5,
+            signal_fd: None,
+            relays: Vec::new(),
+            record_fd: None,
+            record_connects: false,
+            refuse_unix_sockets: false,
+        };
+        // A missing directory and a directory without `tool` are skipped (ENOENT); the one
+        // with it stays, and so do the relative entries, which only mean something in the
+        // task's cwd.
+        let prepared = prepare(&payload, Vec::new()).unwrap();
+        let got: Vec<&[u8]> = prepared.candidates.iter().map(|c| c.as_bytes()).collect();
+        let existing = format!("{}/tool", found.display());
+        assert_eq!(got, [existing.as_bytes(), b"./tool", b"rel/tool"]);
+        assert_eq!(prepared.argv.ptrs.len(), 3);
+        assert!(prepared.argv.ptrs[2].is_null());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
