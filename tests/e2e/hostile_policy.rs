@@ -394,6 +394,46 @@ fn helpers_planted_in_path_are_never_run_pol11() {
     assert!(!text.contains("node_modules"), "check trusts a planted helper: {text}");
 }
 
+/// Inside a user namespace that maps nobody, root-owned helpers show as owned by the
+/// overflow uid. paddock refuses them (it cannot tell who owns them), and says so: not
+/// "install bubblewrap", which would not help.
+#[test]
+fn helpers_whose_owner_is_hidden_are_refused_with_the_reason() {
+    if !require_os_sandbox() {
+        return;
+    }
+    let s = Scratch::new("hidden-owner");
+    let out = std::process::Command::new("unshare")
+        .args(["--user", "--"])
+        .arg(paddock_bin())
+        .arg("check")
+        .current_dir(&s.project)
+        .env("HOME", &s.home)
+        .output()
+        .unwrap();
+    let text =
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    if text.contains("unshare failed") || text.contains("unshare: ") {
+        println!("SKIP: `unshare --user` is not allowed here: {text}");
+        return;
+    }
+    assert_ne!(out.status.code(), Some(0), "check passed with unmapped helpers: {text}");
+    assert!(text.contains("does not map"), "the reason is missing: {text}");
+    assert!(text.contains("run paddock outside the enclosing sandbox"), "{text}");
+    assert!(!text.contains("install bubblewrap"), "misleading advice: {text}");
+    // `run` refuses too (125), pointing at `check`.
+    let out = std::process::Command::new("unshare")
+        .args(["--user", "--"])
+        .arg(paddock_bin())
+        .args(["run", "--", "true"])
+        .current_dir(&s.project)
+        .env("HOME", &s.home)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("paddock check"), "{out:?}");
+}
+
 /// The outer bwrap the tests use to take `/usr/bin` (and so bwrap) away from paddock.
 fn host_bwrap() -> &'static str {
     ["/usr/bin/bwrap", "/usr/local/bin/bwrap"].into_iter().find(|p| Path::new(p).exists()).unwrap()

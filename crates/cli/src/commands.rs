@@ -221,8 +221,12 @@ pub fn run(args: &RunArgs) -> Result<u8> {
     // Locked before resolution: a run that may take another's placeholder for the user's
     // file is then alive when that run decides whether to remove it
     // (`runtime_dir::release_placeholders`).
-    let runtime = crate::runtime_dir::RuntimeDir::create_with_tmp(false)
-        .context("cannot create the task's runtime directory")?;
+    let runtime = crate::runtime_dir::RuntimeDir::create_with_tmp(false).with_context(|| {
+        format!(
+            "cannot create the task's runtime directory under {} (`paddock check` says why)",
+            crate::runtime_dir::base().display()
+        )
+    })?;
     // Sweep before resolution: a killed run's placeholders should be gone before resolution
     // looks at the project, or they would be taken for the user's own files.
     crate::runtime_dir::sweep_stale(Some(runtime.path().as_path()));

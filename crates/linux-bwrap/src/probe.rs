@@ -210,7 +210,15 @@ pub fn trusted_helper(path: &Path) -> Result<PathBuf, String> {
         return Err(format!("{} is not a regular file", real.display()));
     }
     if meta.uid() != 0 {
-        return Err(format!("{} is not owned by root", real.display()));
+        return Err(match Unmapped::owner(meta.uid()) {
+            Some(shown) => format!(
+                "{} shows as owned by uid {shown}, the id of a user this user namespace does \
+                 not map: paddock runs inside another sandbox or a container that does not map \
+                 root, and cannot tell that root owns it",
+                real.display()
+            ),
+            None => format!("{} is not owned by root", real.display()),
+        });
     }
     if meta.mode() & 0o022 != 0 {
         return Err(format!("{} is writable by group or others", real.display()));
@@ -218,8 +226,46 @@ pub fn trusted_helper(path: &Path) -> Result<PathBuf, String> {
     Ok(real)
 }
 
+/// A file owner this process cannot see: in a user namespace that does not map the owner,
+/// `stat` shows the kernel's overflow uid (`/proc/sys/kernel/overflowuid`, 65534 by default).
+#[derive(Debug)]
+struct Unmapped;
+
+impl Unmapped {
+    /// `Some(uid)` when `uid` is the overflow uid and this process is in a user namespace
+    /// that does not map every uid (`/proc/self/uid_map` is not the initial namespace's
+    /// identity map).
+    fn owner(uid: u32) -> Option<u32> {
+        let overflow = std::fs::read_to_string("/proc/sys/kernel/overflowuid")
+            .ok()
+            .and_then(|t| t.trim().parse::<u32>().ok())
+            .unwrap_or(65534);
+        let map = std::fs::read_to_string("/proc/self/uid_map").ok()?;
+        (uid == overflow && !is_identity_map(&map)).then_some(uid)
+    }
+}
+
+/// Whether a `uid_map` is the initial user namespace's: `0 0 4294967295`.
+fn is_identity_map(map: &str) -> bool {
+    let fields: Vec<&str> = map.split_whitespace().collect();
+    fields == ["0", "0", "4294967295"]
+}
+
+/// The advice for helpers found but refused: installing them again does not help when the
+/// reason is a user namespace that hides their owner.
+fn helper_fix(problems: &[String], install: &'static str) -> &'static str {
+    if problems.iter().any(|p| p.contains("does not map")) {
+        "run paddock outside the enclosing sandbox, or in a container whose user namespace maps \
+         root (the owner of /usr/bin)"
+    } else {
+        install
+    }
+}
+
+/// The first trusted helper among `paths`, and why the others present were refused (one
+/// line per file: several paths may lead to the same one).
 fn first_trusted(paths: &[&str]) -> (Option<PathBuf>, Vec<String>) {
-    let mut problems = Vec::new();
+    let mut problems: Vec<String> = Vec::new();
     for p in paths {
         let path = Path::new(p);
         if !path.exists() {
@@ -227,7 +273,8 @@ fn first_trusted(paths: &[&str]) -> (Option<PathBuf>, Vec<String>) {
         }
         match trusted_helper(path) {
             Ok(_) => return (Some(path.to_path_buf()), problems),
-            Err(e) => problems.push(e),
+            Err(e) if !problems.contains(&e) => problems.push(e),
+            Err(_) => {}
         }
     }
     (None, problems)
@@ -293,7 +340,10 @@ fn collect() -> Probe {
             } else {
                 format!("no trusted bubblewrap: {}", problems.join("; "))
             },
-            Some("install bubblewrap: `sudo apt install bubblewrap` (Debian/Ubuntu) or `sudo dnf install bubblewrap` (Fedora)"),
+            Some(helper_fix(
+                &problems,
+                "install bubblewrap: `sudo apt install bubblewrap` (Debian/Ubuntu) or `sudo dnf install bubblewrap` (Fedora)",
+            )),
         ),
     }
     facts.bwrap = bwrap.clone();
@@ -345,7 +395,7 @@ fn collect() -> Probe {
         }
     }
 
-    let (strace, _) = first_trusted(STRACE_PATHS);
+    let (strace, strace_problems) = first_trusted(STRACE_PATHS);
     match &strace {
         Some(path) => {
             let version = output(path, &["-V"]).and_then(|(_, text)| parse_version(&text));
@@ -371,8 +421,18 @@ fn collect() -> Probe {
         None => report.push(
             "strace",
             Status::Warn,
-            "strace not found: denials are enforced but not itemized".to_owned(),
-            Some("install strace (`sudo apt install strace`) to get itemized violation reports"),
+            if strace_problems.is_empty() {
+                "strace not found: denials are enforced but not itemized".to_owned()
+            } else {
+                format!(
+                    "no trusted strace: {}; denials are enforced but not itemized",
+                    strace_problems.join("; ")
+                )
+            },
+            Some(helper_fix(
+                &strace_problems,
+                "install strace (`sudo apt install strace`) to get itemized violation reports",
+            )),
         ),
     }
     facts.strace = strace;
@@ -575,6 +635,25 @@ mod tests {
             );
             assert!(cached.is_none() || cache_path().is_none());
         }
+    }
+
+    #[test]
+    fn only_the_initial_namespace_has_the_identity_map() {
+        assert!(is_identity_map("         0          0 4294967295\n"));
+        assert!(!is_identity_map("         0       1000          1\n"));
+        assert!(!is_identity_map(""));
+    }
+
+    #[test]
+    fn a_hidden_owner_gets_its_own_advice() {
+        let hidden = vec![
+            "/usr/bin/bwrap shows as owned by uid 65534, the id of a user this user namespace \
+             does not map: ..."
+                .to_owned(),
+        ];
+        assert!(helper_fix(&hidden, "install it").starts_with("run paddock outside"));
+        let plain = vec!["/usr/bin/bwrap is not owned by root".to_owned()];
+        assert_eq!(helper_fix(&plain, "install it"), "install it");
     }
 
     #[test]
