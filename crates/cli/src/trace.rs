@@ -250,7 +250,7 @@ pub fn read_trace<R: Read, O: Observer + ?Sized>(mut input: R, observer: &mut O)
         };
         filled += n;
         let mut start = 0;
-        while let Some(nl) = memchr(b'\n', &buf[start..filled]) {
+        while let Some(nl) = memchr::memchr(b'\n', &buf[start..filled]) {
             count += 1;
             parser.feed_line(&buf[start..start + nl], |r| {
                 if let Record::Event(e) = r {
@@ -281,10 +281,6 @@ pub fn read_trace<R: Read, O: Observer + ?Sized>(mut input: R, observer: &mut O)
         }
     });
     count
-}
-
-fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
-    hay.iter().position(|b| *b == needle)
 }
 
 /// The observer of `paddock run`: classified, filtered, deduplicated violations.
