@@ -314,8 +314,8 @@ impl Live {
         // A proc file has no size to size the buffer by: start where a sandbox's table ends
         // (tens of mounts), not at `std::fs::read`'s 32 bytes doubled a read at a time.
         let mut table = Vec::with_capacity(16 * 1024);
-        let read = std::fs::File::open("/proc/self/mountinfo")
-            .and_then(|mut f| f.read_to_end(&mut table));
+        let read =
+            std::fs::File::open("/proc/self/mountinfo").and_then(|mut f| f.read_to_end(&mut table));
         if read.is_err() {
             table.clear();
         }
