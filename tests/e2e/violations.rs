@@ -250,44 +250,70 @@ fn killing_the_tracer_takes_the_sandbox_and_never_opens_the_wall() {
     if !require_strace() {
         return;
     }
-    let s = Scratch::new("v-kill-tracer");
-    std::fs::create_dir_all(s.project.join("secrets")).unwrap();
-    std::fs::write(s.project.join("secrets/shadow"), CANARY).unwrap();
-    config(&s, "[deny]\nread = [\"secrets\"]\n");
-    let child = s
-        .paddock()
-        .args([
-            "run",
-            "--itemize",
-            "strace",
-            "--",
-            "sh",
-            "-c",
-            "sleep 2; cat secrets/shadow; sleep 30",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = std::time::Instant::now();
-    // The tracer, once its traced child has become bwrap (killing strace before it attached
-    // is another case: its stopped child goes with the process group).
-    let tracer = loop {
-        if let Some(t) = children(child.id())
-            .into_iter()
-            .find(|c| comm(*c) == "strace" && children(*c).into_iter().any(|g| comm(g) == "bwrap"))
-        {
-            break t;
+    // strace attached to the supervisor (the default), and strace running bwrap.
+    for attach in ["1", "0"] {
+        let s = Scratch::new(&format!("v-kill-tracer-{attach}"));
+        std::fs::create_dir_all(s.project.join("secrets")).unwrap();
+        std::fs::write(s.project.join("secrets/shadow"), CANARY).unwrap();
+        config(&s, "[deny]\nread = [\"secrets\"]\n");
+        let child = s
+            .paddock()
+            .env("PADDOCK_STRACE_ATTACH", attach)
+            .args([
+                "run",
+                "--itemize",
+                "strace",
+                "--",
+                "sh",
+                "-c",
+                "sleep 2; cat secrets/shadow; sleep 30",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        // The tracer once it traces: attached, strace is paddock's child and the task is
+        // running; around bwrap, its traced child has become bwrap (killing strace before
+        // it attached is another case: its stopped child goes with the process group).
+        let tracer = loop {
+            let found = children(child.id()).into_iter().find(|c| {
+                comm(*c) == "strace"
+                    && if attach == "1" {
+                        traced_by(*c)
+                    } else {
+                        children(*c).into_iter().any(|g| comm(g) == "bwrap")
+                    }
+            });
+            if let Some(t) = found {
+                break t;
+            }
+            assert!(started.elapsed().as_secs() < 10, "no strace under paddock ({attach})");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        // SAFETY: kill takes integers; the pid is our grandchild, alive (it has a /proc entry).
+        unsafe { libc::kill(tracer as i32, libc::SIGKILL) };
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(started.elapsed().as_secs() < 20, "the sandbox outlived its tracer ({attach})");
+        assert_ne!(out.status.code(), Some(0), "{stderr}");
+        assert!(!String::from_utf8_lossy(&out.stdout).contains(CANARY));
+        if attach == "1" {
+            assert!(stderr.contains("strace ended before the task did"), "{stderr}");
         }
-        assert!(started.elapsed().as_secs() < 10, "no strace under paddock");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
-    // SAFETY: kill takes integers; the pid is our grandchild, alive (it has a /proc entry).
-    unsafe { libc::kill(tracer as i32, libc::SIGKILL) };
-    let out = child.wait_with_output().unwrap();
-    assert!(started.elapsed().as_secs() < 20, "the sandbox outlived its tracer");
-    assert_ne!(out.status.code(), Some(0));
-    assert!(!String::from_utf8_lossy(&out.stdout).contains(CANARY));
+    }
+}
+
+/// Whether strace `tracer` traces the task's `sleep` yet (the task has started: a tracer
+/// killed while it attached is another case, the task then runs with strace around bwrap).
+fn traced_by(tracer: u32) -> bool {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return false };
+    dir.flatten().any(|e| {
+        std::fs::read_to_string(e.path().join("status")).is_ok_and(|st| {
+            let field = |name: &str| st.lines().find_map(|l| l.strip_prefix(name)).map(str::trim);
+            field("Name:") == Some("sleep") && field("TracerPid:") == Some(&tracer.to_string())
+        })
+    })
 }
 
 #[test]

@@ -64,10 +64,12 @@ pub struct Classifier<H: Host> {
 }
 
 #[derive(Debug)]
-struct Gate {
-    marker: Vec<u8>,
-    open: bool,
-    setup_pids: std::collections::HashSet<u32>,
+enum Gate {
+    /// strace runs bwrap: everything up to the supervisor's `execve` is setup.
+    Exec { marker: Vec<u8>, open: bool, setup_pids: std::collections::HashSet<u32> },
+    /// strace is attached to the supervisor, whose pid this is once known (0 before):
+    /// everything but the supervisor itself is the task.
+    Supervisor(std::sync::Arc<std::sync::atomic::AtomicU32>),
 }
 
 impl<H: Host> Classifier<H> {
@@ -107,25 +109,42 @@ impl<H: Host> Classifier<H> {
         marker.push(b'"');
         marker.extend_from_slice(program);
         marker.push(b'"');
-        self.gate = Some(Gate { marker, open: false, setup_pids: Default::default() });
+        self.gate = Some(Gate::Exec { marker, open: false, setup_pids: Default::default() });
+        self
+    }
+
+    /// Ignores the calls of the supervisor whose pid `supervisor` holds (set before the
+    /// trace begins): the tracer is attached to it, and what it forks is the task.
+    pub fn gated_on_supervisor(
+        mut self,
+        supervisor: std::sync::Arc<std::sync::atomic::AtomicU32>,
+    ) -> Classifier<H> {
+        self.gate = Some(Gate::Supervisor(supervisor));
         self
     }
 
     /// Whether `event` is the task's (not the sandbox setup's). Call once per event, in
     /// order: it also moves the gate.
     pub fn is_task(&mut self, event: &Event<'_>) -> bool {
-        let Some(gate) = self.gate.as_mut() else { return true };
-        let Some(pid) = event.pid else { return gate.open };
-        if gate.open {
-            return !gate.setup_pids.contains(&pid);
+        let (marker, open, setup_pids) = match self.gate.as_mut() {
+            None => return true,
+            Some(Gate::Supervisor(pid)) => {
+                let supervisor = pid.load(std::sync::atomic::Ordering::SeqCst);
+                return supervisor != 0 && event.pid.is_some_and(|p| p != supervisor);
+            }
+            Some(Gate::Exec { marker, open, setup_pids }) => (marker, open, setup_pids),
+        };
+        let Some(pid) = event.pid else { return *open };
+        if *open {
+            return !setup_pids.contains(&pid);
         }
-        gate.setup_pids.insert(pid);
+        setup_pids.insert(pid);
         if let Some(call) = event.syscall()
             && call.name == "execve"
             && matches!(call.ret, paddock_strace_parse::Return::Value(_))
-            && call.args.starts_with(&gate.marker)
+            && call.args.starts_with(marker.as_slice())
         {
-            gate.open = true;
+            *open = true;
         }
         false
     }

@@ -23,10 +23,14 @@ use std::process::{Child, Command, Stdio};
 
 use anyhow::{Context, Result, bail};
 use paddock_linux_bwrap::observe_fs::ObserverMount;
-use paddock_policy::{Placeholder, SpawnPlan};
+use paddock_policy::{AbsPathBuf, Placeholder, SpawnPlan};
 
 /// The byte the supervisor sends up the signal channel once the task has started.
 pub const STARTED: u8 = paddock_linux_bwrap::supervisor::STARTED;
+/// The supervisor asks for a tracer (see `supervise::run_plan_attached`).
+pub const TRACE_ME: u8 = paddock_linux_bwrap::supervisor::TRACE_ME;
+/// The answer once the tracer is attached.
+pub const TRACED: u8 = paddock_linux_bwrap::supervisor::TRACED;
 
 /// The plan's program could not be started: nothing ran (the child failed before or at its
 /// exec, the observer's mount included). Callers may run the task another way.
@@ -119,6 +123,10 @@ pub fn spawn_with(
         // it and writes back one byte once the task has started, which is how a sandbox
         // that failed to set up (bwrap's own error, exit 1) is told from a task exiting 1.
         let (ours, theirs) = UnixStream::pair().context("cannot create the signal channel")?;
+        // Messages up carry the sender's credentials, its pid translated into our pid
+        // namespace: how a supervisor that asks for a tracer is found.
+        nix::sys::socket::setsockopt(&ours, nix::sys::socket::sockopt::PassCred, &true)
+            .context("cannot set up the signal channel")?;
         pairs.push((theirs.as_raw_fd(), target));
         keep.push(OwnedFd::from(theirs));
         signal_tx = Some(ours);
@@ -161,6 +169,44 @@ pub fn spawn_with(
         .map_err(|source| SpawnFailed { program: plan.program.as_path().to_path_buf(), source })?;
     drop(keep);
     Ok(Spawned { child, signal_tx, placeholders })
+}
+
+/// Starts a tracer (strace attaching with `-p`) with `args`, writing its log to `log`: the
+/// one descriptor it keeps besides stdin (null), stdout (null) and stderr (ours, for its
+/// messages). In a process group of its own (a Ctrl-C at the terminal is the runner's to
+/// pass on, not the tracer's to act on), with a scrubbed environment, and killed if the
+/// runner dies.
+pub fn spawn_tracer(
+    program: &AbsPathBuf,
+    args: &[std::ffi::OsString],
+    log: OwnedFd,
+) -> Result<Child> {
+    let fd = log.as_raw_fd();
+    let mut cmd = Command::new(program.as_path());
+    cmd.arg0("strace")
+        .args(args)
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .process_group(0);
+    // SAFETY: fcntl and prctl with integer arguments, async-signal-safe; nothing allocated.
+    unsafe {
+        cmd.pre_exec(move || {
+            // The log descriptor is close-on-exec everywhere but in the tracer.
+            if libc::fcntl(fd, libc::F_SETFD, 0) != 0
+                || libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = cmd
+        .spawn()
+        .map_err(|source| SpawnFailed { program: program.as_path().to_path_buf(), source })?;
+    drop(log);
+    Ok(child)
 }
 
 /// In the forked child: moves each source descriptor to its target (first out of the way,

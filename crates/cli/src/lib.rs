@@ -18,6 +18,8 @@
 
 pub mod args;
 #[cfg(target_os = "linux")]
+pub mod attach;
+#[cfg(target_os = "linux")]
 pub mod bridges;
 #[cfg(target_os = "linux")]
 pub mod classify;

@@ -53,7 +53,15 @@ pub struct RunOutcome {
     /// Whether the supervisor reported that the task started (false: the sandbox, or a
     /// tracer wrapping it, failed before the task ran).
     pub started: bool,
+    /// Why the tracer asked for by the supervisor could not attach ([`run_plan_attached`]);
+    /// the task then never ran.
+    pub tracer_error: Option<String>,
 }
+
+/// Attaches a tracer to the supervisor when it asks ([`exec::TRACE_ME`]), given its pid in
+/// this process's pid namespace, and returns once the tracer is attached. An error leaves
+/// the task unstarted: the sandbox is killed and the outcome says why.
+pub type TracerHook<'a> = &'a mut dyn FnMut(u32) -> Result<()>;
 
 /// How long output is drained after the sandbox exits: a background grandchild that kept
 /// the pipes open must not hang the runner.
@@ -97,6 +105,28 @@ pub fn run_plan_observed(
     extra: Vec<(OwnedFd, RawFd)>,
     observer: Option<&paddock_linux_bwrap::observe_fs::ObserverMount>,
 ) -> Result<RunOutcome> {
+    run_plan_full(plan, opts, runtime_dir, extra, observer, None)
+}
+
+/// [`run_plan_in`] for a plan whose supervisor waits for a tracer
+/// (`paddock_linux_bwrap::trace::attach`): `tracer` attaches one when it asks.
+pub fn run_plan_attached(
+    plan: &SpawnPlan,
+    opts: &RunOptions,
+    runtime_dir: Option<&std::path::Path>,
+    tracer: TracerHook<'_>,
+) -> Result<RunOutcome> {
+    run_plan_full(plan, opts, runtime_dir, Vec::new(), None, Some(tracer))
+}
+
+fn run_plan_full(
+    plan: &SpawnPlan,
+    opts: &RunOptions,
+    runtime_dir: Option<&std::path::Path>,
+    extra: Vec<(OwnedFd, RawFd)>,
+    observer: Option<&paddock_linux_bwrap::observe_fs::ObserverMount>,
+    mut tracer: Option<TracerHook<'_>>,
+) -> Result<RunOutcome> {
     let start = Instant::now();
     let signals = SignalCatcher::install().context("cannot install signal handlers")?;
     let output = if opts.capture { Output::Piped } else { Output::Inherit };
@@ -120,6 +150,7 @@ pub fn run_plan_observed(
     let mut kill_at: Option<Instant> = None;
     let mut timed_out = false;
     let mut started = spawned.signal_tx.is_none();
+    let mut tracer_error = None;
     let status = loop {
         let now = Instant::now();
         if kill_at.is_some_and(|k| now >= k) {
@@ -144,7 +175,24 @@ pub fn run_plan_observed(
         // SAFETY: a valid array of three pollfd; a negative fd is ignored.
         unsafe { libc::poll(fds.as_mut_ptr(), 3, wait_ms) };
         if fds[2].revents != 0 {
-            started |= read_started(&mut spawned.signal_tx);
+            match read_channel(&mut spawned.signal_tx) {
+                Channel::Started => started = true,
+                Channel::TraceMe(supervisor) => {
+                    let attached = match (tracer.as_mut(), supervisor) {
+                        (Some(attach), Some(pid)) => attach(pid),
+                        (None, _) => Err(anyhow::anyhow!("nothing here attaches a tracer")),
+                        (_, None) => Err(anyhow::anyhow!("the supervisor's pid is unknown")),
+                    };
+                    match attached {
+                        Ok(()) => polite(&mut spawned.signal_tx, i32::from(exec::TRACED)),
+                        Err(e) => {
+                            tracer_error = Some(format!("{e:#}"));
+                            pidfd_kill(&pidfd, libc::SIGKILL);
+                        }
+                    }
+                }
+                Channel::Nothing => {}
+            }
         }
         if fds[1].revents != 0 {
             for sig in signals.drain() {
@@ -170,7 +218,7 @@ pub fn run_plan_observed(
         }
     };
     if !started {
-        started = read_started(&mut spawned.signal_tx);
+        started = matches!(read_channel(&mut spawned.signal_tx), Channel::Started);
     }
     drop(spawned.signal_tx.take());
     let duration = start.elapsed();
@@ -202,6 +250,9 @@ pub fn run_plan_observed(
     };
     if timed_out {
         exit_code = 124;
+    } else if tracer_error.is_some() {
+        // The task never ran; the caller says why and runs it another way.
+        exit_code = 125;
     } else if !started {
         // bwrap failed before the supervisor forked the task: paddock's own failure.
         eprintln!(
@@ -224,6 +275,7 @@ pub fn run_plan_observed(
         stdout,
         stderr,
         started,
+        tracer_error,
     })
 }
 
@@ -253,21 +305,40 @@ fn tee<R: Read + Send + 'static, W: Write + Send + 'static>(
     });
 }
 
-/// Reads what the supervisor sent up the channel; true once [`exec::STARTED`] arrived.
-/// A closed or failed channel is dropped.
-fn read_started(channel: &mut Option<UnixStream>) -> bool {
-    let Some(c) = channel.as_mut() else { return false };
+/// What the supervisor said up the channel.
+enum Channel {
+    /// [`exec::STARTED`]: the task runs.
+    Started,
+    /// [`exec::TRACE_ME`], with the supervisor's pid in this namespace when the message
+    /// carried credentials (`SO_PASSCRED` on our end).
+    TraceMe(Option<u32>),
+    Nothing,
+}
+
+/// Reads what the supervisor sent up the channel. A closed or failed channel is dropped.
+fn read_channel(channel: &mut Option<UnixStream>) -> Channel {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, UnixCredentials, recvmsg};
+    let Some(c) = channel.as_mut() else { return Channel::Nothing };
     let mut buf = [0u8; 16];
-    let _ = c.set_nonblocking(true);
-    let read = c.read(&mut buf);
-    let _ = c.set_nonblocking(false);
-    match read {
-        Ok(0) => {
+    let mut space = nix::cmsg_space!(UnixCredentials);
+    let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+    let got = recvmsg::<()>(c.as_raw_fd(), &mut iov, Some(&mut space), MsgFlags::MSG_DONTWAIT).map(
+        |msg| {
+            let pid = msg.cmsgs().ok().into_iter().flatten().find_map(|m| match m {
+                ControlMessageOwned::ScmCredentials(cred) => u32::try_from(cred.pid()).ok(),
+                _ => None,
+            });
+            (msg.bytes, pid)
+        },
+    );
+    match got {
+        Ok((0, _)) => {
             *channel = None;
-            false
+            Channel::Nothing
         }
-        Ok(n) => buf[..n].contains(&exec::STARTED),
-        Err(_) => false,
+        Ok((n, pid)) if buf[..n].contains(&exec::TRACE_ME) => Channel::TraceMe(pid),
+        Ok((n, _)) if buf[..n].contains(&exec::STARTED) => Channel::Started,
+        Ok(_) | Err(_) => Channel::Nothing,
     }
 }
 
@@ -280,7 +351,7 @@ fn polite(tx: &mut Option<UnixStream>, sig: i32) {
     }
 }
 
-fn pidfd_open(pid: i32) -> Result<OwnedFd> {
+pub(crate) fn pidfd_open(pid: i32) -> Result<OwnedFd> {
     // SAFETY: pidfd_open on our own child; the result is checked.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     if fd < 0 {
@@ -290,7 +361,7 @@ fn pidfd_open(pid: i32) -> Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(RawFd::try_from(fd)?) })
 }
 
-fn pidfd_kill(pidfd: &OwnedFd, sig: i32) {
+pub(crate) fn pidfd_kill(pidfd: &OwnedFd, sig: i32) {
     // SAFETY: pidfd_send_signal through a pidfd cannot hit a recycled pid.
     unsafe {
         libc::syscall(

@@ -303,6 +303,20 @@ impl Violations {
             silent: 0,
         }
     }
+
+    /// An observer for a trace attached to the supervisor whose pid `supervisor` will hold
+    /// before the trace begins (see [`crate::attach`]).
+    pub fn attached(
+        policy: ResolvedPolicy,
+        cwd: &Path,
+        supervisor: std::sync::Arc<std::sync::atomic::AtomicU32>,
+    ) -> Violations {
+        Violations {
+            classifier: Classifier::new(policy, RealHost, cwd).gated_on_supervisor(supervisor),
+            reported: ViolationSet::new(),
+            silent: 0,
+        }
+    }
 }
 
 impl Observer for Violations {
@@ -373,6 +387,12 @@ pub fn run(
         let outcome = run_plan_in(plan, opts, runtime_dir)?;
         return Ok(Ran { outcome, itemized_by: None, violations: Vec::new() });
     };
+    if !topts.seccomp_bpf
+        && crate::attach::enabled()
+        && let Some(ran) = crate::attach::run(plan, topts, policy, cwd, opts, runtime_dir)?
+    {
+        return Ok(ran);
+    }
     let traced = wrap(plan.clone(), topts);
     let (write, reader) = Reader::start(Violations::new(policy.clone(), cwd.as_path()))?;
     let outcome = run_plan_with(&traced.plan, opts, runtime_dir, vec![(write, traced.fd)])?;

@@ -96,6 +96,11 @@ pub struct SupervisorPayload {
     /// `FilterOptions::unix_sockets_notified`). Installing that filter failing is fatal.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub refuse_unix_sockets: bool,
+    /// The runner attaches strace to the supervisor before the task starts (see
+    /// `trace::attach`): the supervisor sends [`crate::supervisor::TRACE_ME`] up the signal
+    /// channel and forks the task only once [`crate::supervisor::TRACED`] comes back.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub wait_for_tracer: bool,
 }
 
 /// A relay run by the supervisor inside the sandbox. The supervisor is not under the task's
@@ -161,6 +166,7 @@ mod tests {
             record_fd: Some(7),
             record_connects: true,
             refuse_unix_sockets: true,
+            wait_for_tracer: true,
         };
         let back = SupervisorPayload::from_bytes(&p.to_bytes(), 4).unwrap();
         assert_eq!(back, p);

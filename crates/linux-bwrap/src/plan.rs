@@ -199,6 +199,7 @@ impl Backend for LinuxBwrap {
             record_fd: task.observe.then_some(RECORD_FD),
             record_connects: task.observe && !matches!(policy.network, NetworkPolicy::On),
             refuse_unix_sockets: task.observe && !unix_sockets,
+            wait_for_tracer: false,
         };
 
         let payloads = vec![

@@ -41,6 +41,12 @@ pub const EXIT_NOT_FOUND: i32 = 127;
 /// The byte written up the signal channel once the task has been forked: the runner tells a
 /// sandbox that never started (bwrap's own error) from a task that failed.
 pub const STARTED: u8 = b'S';
+/// The byte the supervisor sends up the signal channel when its payload says
+/// `wait_for_tracer`: the runner reads the supervisor's pid from the message's credentials
+/// (`SO_PASSCRED`: the kernel gives it in the runner's pid namespace) and attaches strace.
+pub const TRACE_ME: u8 = b'T';
+/// The byte the runner sends down once strace is attached (a signal number is never 0).
+pub const TRACED: u8 = 0;
 
 /// The supervisor's entry point. `args` are the process arguments; everything up to and
 /// including `__supervise` is skipped, then `--payload-fd N` is expected. Returns the exit
@@ -287,6 +293,12 @@ fn run(args: &[OsString]) -> Result<i32, String> {
         return Err(format!("signalfd: {}", std::io::Error::last_os_error()));
     }
 
+    if payload.wait_for_tracer
+        && let Some(code) = wait_for_tracer(signal_fd)
+    {
+        return Ok(code);
+    }
+
     // SAFETY: the supervisor is single-threaded, so the child may run any code; it only
     // calls async-signal-safe functions and exits through `_exit` or `execve`.
     let pid = unsafe { libc::fork() };
@@ -368,6 +380,55 @@ fn serve_notifications(
     // SAFETY: closing our end: the child has what it needs (or is dead).
     unsafe { libc::close(prep.parent_sock) };
     started
+}
+
+/// Asks the runner for a tracer and waits until it is attached. `Some(code)` when the task
+/// must not run: the runner is gone (EOF), or sent a polite signal instead (the user gave
+/// up while strace attached).
+///
+/// Attaching needs `ptrace` rights over this non-dumpable process: the runner's strace has
+/// them (same user, and the sandbox's user namespace is its child). Under Yama's
+/// `ptrace_scope` 1 it would also need to be an ancestor, which it is not; allowing any
+/// tracer for this short window lets it in, and only processes with those rights anyway
+/// (the task does not exist yet and has no capabilities). The window closes once traced.
+fn wait_for_tracer(channel: Option<i32>) -> Option<i32> {
+    let Some(fd) = channel else { return Some(EXIT_SUPERVISOR) };
+    // SAFETY: prctl with integer arguments; EINVAL without Yama is fine.
+    unsafe { libc::prctl(libc::PR_SET_PTRACER, libc::PR_SET_PTRACER_ANY, 0, 0, 0) };
+    // SAFETY: a one-byte send from a valid buffer on our own socket.
+    let sent = unsafe { libc::send(fd, [TRACE_ME].as_ptr().cast(), 1, libc::MSG_NOSIGNAL) };
+    let answer = if sent == 1 { read_byte(fd) } else { None };
+    // SAFETY: as above; 0 takes the permission back.
+    unsafe { libc::prctl(libc::PR_SET_PTRACER, 0, 0, 0, 0) };
+    match answer {
+        Some(TRACED) => None,
+        Some(sig) => Some(128 + i32::from(sig)),
+        None => Some(EXIT_SUPERVISOR),
+    }
+}
+
+/// One byte from a blocking or non-blocking descriptor: `None` at EOF or on an error.
+fn read_byte(fd: i32) -> Option<u8> {
+    loop {
+        let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd. Interrupted (the tracer attaching): tried again.
+        if unsafe { libc::poll(&mut pfd, 1, -1) } < 0 {
+            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return None;
+        }
+        let mut byte = 0u8;
+        // SAFETY: a one-byte read into a valid buffer.
+        match unsafe { libc::recv(fd, (&raw mut byte).cast(), 1, libc::MSG_DONTWAIT) } {
+            1 => return Some(byte),
+            0 => return None,
+            _ => match std::io::Error::last_os_error().kind() {
+                std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock => {}
+                _ => return None,
+            },
+        }
+    }
 }
 
 /// Starts the payload's relays, all or none.
@@ -638,6 +699,7 @@ mod tests {
             record_fd: None,
             record_connects: false,
             refuse_unix_sockets: false,
+            wait_for_tracer: false,
         };
         // A missing directory and a directory without `tool` are skipped (ENOENT); the one
         // with it stays, and so do the relative entries, which only mean something in the

@@ -18,6 +18,8 @@ use std::ffi::{OsStr, OsString};
 
 use paddock_policy::{AbsPathBuf, SpawnPlan};
 
+use crate::payload::SupervisorPayload;
+
 /// The calls traced: those that reveal denials, those that move working directories, and
 /// `set_robust_list`. A `?` prefix tells strace to skip a name its version does not know.
 ///
@@ -78,6 +80,38 @@ pub fn strace_options(seccomp_bpf: bool, log: &OsStr) -> Vec<OsString> {
     argv
 }
 
+/// strace's options for attaching to the supervisor (pid `pid` in the runner's namespace)
+/// and following what it forks, the log written to `log`. Without `--seccomp-bpf`: strace
+/// can install its filter only in a process it starts (see [`attach`]).
+pub fn attach_options(pid: u32, log: &OsStr) -> Vec<OsString> {
+    let mut argv = strace_options(false, log);
+    // `--` ends the options before a command; attaching has none.
+    argv.pop();
+    argv.extend(["-p".into(), pid.to_string().into()]);
+    argv
+}
+
+/// Makes `plan` ready for a tracer attached from the host instead of strace running bwrap:
+/// its supervisor asks for one ([`crate::supervisor::TRACE_ME`]) and starts the task only
+/// once it is traced. strace then follows the task from its fork, like a plain strace
+/// inside the sandbox, and skips bwrap's own setup: a thousand calls of mounting and
+/// reading `/proc/self/mountinfo` that, stopped at every call, cost tens of milliseconds.
+/// For the `strace` mode, which stops at every call (without `--seccomp-bpf`) so that the
+/// calls the seccomp filter refuses show too.
+pub fn attach(mut plan: SpawnPlan) -> Result<SpawnPlan, crate::Error> {
+    for payload in plan.payloads.iter_mut().filter(|p| p.name == "supervisor") {
+        let mut sp = SupervisorPayload::from_bytes(&payload.bytes, payload.fd)?;
+        sp.wait_for_tracer = true;
+        payload.bytes = sp.to_bytes();
+    }
+    plan.diagnostics.push(
+        "itemizing denials with strace attached to the supervisor before the task starts \
+         (log on a pipe, never on disk)"
+            .to_owned(),
+    );
+    Ok(plan)
+}
+
 /// Wraps `plan` in strace. The trace descriptor is the first number above every descriptor
 /// the plan already hands its child, so it collides with none of them.
 pub fn wrap(mut plan: SpawnPlan, opts: &TraceOptions) -> Traced {
@@ -119,6 +153,39 @@ mod tests {
             diagnostics: Vec::new(),
             observer: None,
         }
+    }
+
+    #[test]
+    fn attaching_strace_follows_the_supervisor_and_the_plan_asks_for_it() {
+        let argv = attach_options(4242, OsStr::new("/proc/self/fd/3"));
+        let argv: Vec<_> = argv.iter().map(|a| a.to_str().unwrap()).collect();
+        assert_eq!(argv[0], "-f");
+        assert!(!argv.contains(&"--seccomp-bpf") && !argv.contains(&"--"));
+        assert_eq!(argv[argv.len() - 2..], ["-p", "4242"]);
+        assert!(argv.contains(&"/proc/self/fd/3"));
+
+        let mut p = plan();
+        let payload = SupervisorPayload {
+            program: crate::payload::Bytes("true".into()),
+            args: vec![crate::payload::Bytes("true".into())],
+            env: Vec::new(),
+            cwd: crate::payload::Bytes("/".into()),
+            seccomp_fd: 5,
+            signal_fd: Some(6),
+            relays: Vec::new(),
+            record_fd: None,
+            record_connects: false,
+            refuse_unix_sockets: false,
+            wait_for_tracer: false,
+        };
+        p.payloads.push(Payload { name: "supervisor".into(), fd: 4, bytes: payload.to_bytes() });
+        let attached = attach(p).unwrap();
+        let bytes = &attached.payloads.iter().find(|p| p.name == "supervisor").unwrap().bytes;
+        let back = SupervisorPayload::from_bytes(bytes, 4).unwrap();
+        assert!(back.wait_for_tracer);
+        assert_eq!(SupervisorPayload { wait_for_tracer: false, ..back }, payload);
+        // bwrap itself is not traced: the plan still runs it directly.
+        assert_eq!(attached.program.as_path(), std::path::Path::new("/usr/bin/bwrap"));
     }
 
     #[test]

@@ -1,0 +1,187 @@
+//! The `strace` mode's tracer, attached from the host to the sandbox's supervisor just
+//! before the task starts, instead of strace running bwrap.
+//!
+//! Without `--seccomp-bpf` (the mode that also shows the calls the seccomp filter refuses),
+//! strace stops at every call. Run around bwrap, it stopped at each of the thousand calls of
+//! bwrap's setup (mounting, reading `/proc/self/mountinfo` after each bind) and of the
+//! supervisor's start: tens of milliseconds before the task ran. Attached, it follows the
+//! task from its fork, as a plain strace inside the sandbox would, and still runs outside
+//! the sandbox: the task cannot see it (`TracerPid` reads 0 in its pid namespace) or reach
+//! it, and the log travels on a pipe the sandbox never holds.
+//!
+//! The handshake: the supervisor sends `TRACE_ME` up the signal channel and waits; the
+//! message's credentials give its pid here (`SO_PASSCRED`); strace is started with `-p`;
+//! once `/proc/PID/status` names strace as the tracer, `TRACED` goes down and the
+//! supervisor forks the task, which strace follows (`-f`). If strace cannot attach (Yama's
+//! `ptrace_scope` 2 or 3, for one), the sandbox is killed before the task ran and the
+//! caller runs the task with strace around bwrap instead.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::Path;
+use std::process::Child;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use paddock_linux_bwrap::trace::{TraceOptions, attach, attach_options};
+use paddock_policy::{AbsPathBuf, ResolvedPolicy, SpawnPlan};
+
+use crate::supervise::{RunOptions, pidfd_kill, pidfd_open, run_plan_attached};
+use crate::trace::{Ran, Reader, Violations};
+
+/// `PADDOCK_STRACE_ATTACH=0` runs bwrap under strace in the `strace` mode too, as
+/// `--seccomp-bpf` tracing always does: to compare the two, or where attaching misbehaves.
+pub const ATTACH_ENV: &str = "PADDOCK_STRACE_ATTACH";
+
+/// Whether the `strace` mode attaches to the supervisor ([`ATTACH_ENV`] is not `0`).
+pub fn enabled() -> bool {
+    std::env::var_os(ATTACH_ENV).is_none_or(|v| v != "0")
+}
+
+/// How long strace may take to attach.
+const ATTACH_LIMIT: Duration = Duration::from_secs(3);
+/// How long strace may take to end after the sandbox has: its tracees are gone by then.
+const END_LIMIT: Duration = Duration::from_secs(2);
+
+/// Runs `plan` with strace attached to its supervisor. `None`: strace could not attach
+/// (the note is printed), the task did not run, and the caller runs it another way.
+pub fn run(
+    plan: &SpawnPlan,
+    topts: &TraceOptions,
+    policy: &ResolvedPolicy,
+    cwd: &AbsPathBuf,
+    opts: &RunOptions,
+    runtime_dir: Option<&Path>,
+) -> Result<Option<Ran>> {
+    let planned = attach(plan.clone())?;
+    let supervisor = Arc::new(AtomicU32::new(0));
+    let observer = Violations::attached(policy.clone(), cwd.as_path(), supervisor.clone());
+    let (log, reader) = Reader::start(observer)?;
+    let mut log = Some(log);
+    let mut tracer: Option<Child> = None;
+    let tracer_died = Arc::new(AtomicBool::new(false));
+    let outcome = {
+        let mut hook = |pid: u32| -> Result<()> {
+            let log = log.take().context("strace is attached once per run")?;
+            // Before strace writes its first line: the supervisor's own calls are not the task's.
+            supervisor.store(pid, Ordering::SeqCst);
+            let child = tracer.insert(start_strace(&topts.strace, pid, log)?);
+            wait_attached(pid, child)?;
+            watch(child, pid, tracer_died.clone())
+        };
+        run_plan_attached(&planned, opts, runtime_dir, &mut hook)?
+    };
+    // Never handed to strace (the sandbox failed first): the reader's EOF comes from here.
+    drop(log);
+    if let Some(child) = tracer.as_mut() {
+        end(child);
+    }
+    if let Some(e) = &outcome.tracer_error {
+        eprintln!(
+            "paddock: note: strace could not attach to the sandbox ({e}); tracing bubblewrap instead"
+        );
+        return Ok(None);
+    }
+    if tracer_died.load(Ordering::SeqCst) {
+        eprintln!(
+            "paddock: strace ended before the task did; the sandbox was stopped, and the denials seen until then are reported"
+        );
+        let violations =
+            reader.finish().map(|f| f.observer.reported.into_vec()).unwrap_or_default();
+        return Ok(Some(Ran { outcome, itemized_by: None, violations }));
+    }
+    let Some(finished) = reader.finish() else {
+        eprintln!("paddock: the trace did not end with the task; denials are not itemized");
+        return Ok(Some(Ran { outcome, itemized_by: None, violations: Vec::new() }));
+    };
+    let itemized_by = tracer.is_some().then_some("strace");
+    let violations =
+        if tracer.is_some() { finished.observer.reported.into_vec() } else { Vec::new() };
+    Ok(Some(Ran { outcome, itemized_by, violations }))
+}
+
+/// Starts `strace -p pid` writing its log to `log` (see [`crate::exec::spawn_tracer`]).
+fn start_strace(strace: &AbsPathBuf, pid: u32, log: OwnedFd) -> Result<Child> {
+    let args = attach_options(pid, format!("/proc/self/fd/{}", log.as_raw_fd()).as_ref());
+    crate::exec::spawn_tracer(strace, &args, log)
+}
+
+/// Waits until `/proc/PID/status` names `strace` as the tracer, or strace ends.
+fn wait_attached(pid: u32, strace: &mut Child) -> Result<()> {
+    let status = format!("/proc/{pid}/status");
+    let deadline = Instant::now() + ATTACH_LIMIT;
+    loop {
+        let text = std::fs::read_to_string(&status)
+            .with_context(|| format!("the supervisor (pid {pid}) is gone"))?;
+        if tracer_pid(&text) == Some(strace.id()) {
+            return Ok(());
+        }
+        if let Some(exit) = strace.try_wait()? {
+            bail!("strace ended ({exit}) without attaching; its message is above");
+        }
+        if Instant::now() >= deadline {
+            bail!("strace did not attach within {ATTACH_LIMIT:?}");
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// Stops the sandbox if strace ends before the supervisor does, as it would end with a
+/// strace running bwrap: a run is itemized to its end or not at all. `died` says it did.
+/// The supervisor is still waiting for the go-ahead, so its pid is its own.
+fn watch(strace: &Child, supervisor: u32, died: Arc<AtomicBool>) -> Result<()> {
+    let strace = pidfd_open(i32::try_from(strace.id())?)?;
+    let sandbox = pidfd_open(i32::try_from(supervisor)?)?;
+    std::thread::Builder::new()
+        .name("paddock-tracer-watch".into())
+        .spawn(move || {
+            let mut fds = [
+                libc::pollfd { fd: strace.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+                libc::pollfd { fd: sandbox.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            ];
+            // SAFETY: a valid array of two pollfd.
+            while unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) } < 0 {
+                if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+                    return;
+                }
+            }
+            if fds[0].revents != 0 && fds[1].revents == 0 {
+                died.store(true, Ordering::SeqCst);
+                pidfd_kill(&sandbox, libc::SIGKILL);
+            }
+        })
+        .context("cannot start the tracer's watch")?;
+    Ok(())
+}
+
+/// The `TracerPid:` of a `/proc/PID/status` text.
+fn tracer_pid(status: &str) -> Option<u32> {
+    status.lines().find_map(|l| l.strip_prefix("TracerPid:")).and_then(|v| v.trim().parse().ok())
+}
+
+/// Reaps strace, which ends with its last tracee; one that does not is killed.
+fn end(strace: &mut Child) {
+    let deadline = Instant::now() + END_LIMIT;
+    while Instant::now() < deadline {
+        if !matches!(strace.try_wait(), Ok(None)) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let _ = strace.kill();
+    let _ = strace.wait();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tracer_is_read_from_the_status_file() {
+        let status = "Name:\tpaddock\nState:\tS (sleeping)\nTracerPid:\t4242\nUid:\t0\n";
+        assert_eq!(tracer_pid(status), Some(4242));
+        assert_eq!(tracer_pid("TracerPid:\t0\n"), Some(0));
+        assert_eq!(tracer_pid("Name:\tx\n"), None);
+    }
+}
