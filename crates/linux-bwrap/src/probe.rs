@@ -520,7 +520,7 @@ fn observe_available(facts: &HostFacts) -> Result<(), (String, &'static str)> {
             Ok(_) => format!("{FUSE_DEVICE} cannot be opened read-write by uid {}", facts.uid),
             Err(_) => format!("{FUSE_DEVICE} does not exist"),
         };
-        let fix = "make /dev/fuse usable: `sudo modprobe fuse` and `sudo chmod 0666 /dev/fuse` (what Debian's udev rule does);                    inside a container, pass --device /dev/fuse";
+        let fix = "make /dev/fuse usable: `sudo modprobe fuse` and `sudo chmod 0666 /dev/fuse` (what Debian's udev rule does); inside a container, pass --device /dev/fuse";
         return Err((why, fix));
     }
     let action = libc::SECCOMP_RET_USER_NOTIF;
