@@ -31,8 +31,15 @@ pub struct SuiteRun {
 }
 
 /// What CI runs after `cargo test --workspace` (which runs the suite as root, observing).
-pub const CI_RUNS: [SuiteRun; 3] = [
+pub const CI_RUNS: [SuiteRun; 4] = [
     SuiteRun { name: "root, strace", unprivileged: false, itemize: "strace", hide_strace: false },
+    // strace attaches to a supervisor in a user namespace the test user owns.
+    SuiteRun {
+        name: "unprivileged, strace",
+        unprivileged: true,
+        itemize: "strace",
+        hide_strace: false,
+    },
     SuiteRun {
         name: "root, observers, no strace",
         unprivileged: false,
@@ -48,7 +55,7 @@ pub const CI_RUNS: [SuiteRun; 3] = [
 ];
 
 /// `cargo xtask test-linux`: the CI runs and the plain root run with the observers.
-pub const ALL_RUNS: [SuiteRun; 4] = [
+pub const ALL_RUNS: [SuiteRun; 5] = [
     SuiteRun {
         name: "root, observers",
         unprivileged: false,
@@ -58,6 +65,7 @@ pub const ALL_RUNS: [SuiteRun; 4] = [
     CI_RUNS[0],
     CI_RUNS[1],
     CI_RUNS[2],
+    CI_RUNS[3],
 ];
 
 /// Where strace may be (the probe's list).
@@ -68,7 +76,9 @@ pub fn matrix(root: &Path, runs: &[SuiteRun]) -> Result<()> {
     run(cargo().args(["build", "-p", "paddock", "-p", "paddock-tests"]))?;
     let exe = suite_binary()?;
     let mut staged: Option<PathBuf> = None;
-    for r in runs {
+    // `XTASK_E2E_ONLY=unprivileged` (say) runs only the runs whose name contains it.
+    let only = std::env::var("XTASK_E2E_ONLY").ok();
+    for r in runs.iter().filter(|r| only.as_deref().is_none_or(|o| r.name.contains(o))) {
         if (r.unprivileged || r.hide_strace) && !is_root() {
             eprintln!(
                 "xtask: skipping the e2e run \"{}\": it needs root (a test user, a mount namespace)",
