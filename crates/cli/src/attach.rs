@@ -27,8 +27,8 @@ use anyhow::{Context, Result, bail};
 use paddock_linux_bwrap::trace::{TraceOptions, attach, attach_options};
 use paddock_policy::{AbsPathBuf, ResolvedPolicy, SpawnPlan};
 
-use crate::supervise::{RunOptions, pidfd_kill, pidfd_open, run_plan_attached};
-use crate::trace::{Ran, Reader, Violations};
+use crate::supervise::{RunOptions, RunOutcome, pidfd_kill, pidfd_open, run_plan_attached};
+use crate::trace::{Observer, Ran, Reader, Violations};
 
 /// `PADDOCK_STRACE_ATTACH=0` runs bwrap under strace in the `strace` mode too, as
 /// `--seccomp-bpf` tracing always does: to compare the two, or where attaching misbehaves.
@@ -44,20 +44,32 @@ const ATTACH_LIMIT: Duration = Duration::from_secs(3);
 /// How long strace may take to end after the sandbox has: its tracees are gone by then.
 const END_LIMIT: Duration = Duration::from_secs(2);
 
-/// Runs `plan` with strace attached to its supervisor. `None`: strace could not attach
-/// (the note is printed), the task did not run, and the caller runs it another way.
-pub fn run(
+/// A run with strace attached, and what the trace said.
+#[derive(Debug)]
+pub struct Attached<O> {
+    /// How the task ended.
+    pub outcome: RunOutcome,
+    /// The observer after the whole trace; `None` when the sandbox failed before asking for
+    /// a tracer (nothing was traced) or the trace did not end with the task.
+    pub observer: Option<O>,
+    /// strace died before the task ended, and the sandbox was stopped: the trace is partial.
+    pub tracer_died: bool,
+}
+
+/// Runs `plan` with strace attached to its supervisor, the trace parsed into the observer
+/// `observer` makes from the cell that holds the supervisor's pid before the trace begins.
+/// `None`: strace could not attach (the note is printed), the task did not run, and the
+/// caller runs it another way.
+pub fn run_observed<O: Observer>(
     plan: &SpawnPlan,
-    topts: &TraceOptions,
-    policy: &ResolvedPolicy,
-    cwd: &AbsPathBuf,
+    strace: &AbsPathBuf,
+    observer: impl FnOnce(Arc<AtomicU32>) -> O,
     opts: &RunOptions,
     runtime_dir: Option<&Path>,
-) -> Result<Option<Ran>> {
+) -> Result<Option<Attached<O>>> {
     let planned = attach(plan.clone())?;
     let supervisor = Arc::new(AtomicU32::new(0));
-    let observer = Violations::attached(policy.clone(), cwd.as_path(), supervisor.clone());
-    let (log, reader) = Reader::start(observer)?;
+    let (log, reader) = Reader::start(observer(supervisor.clone()))?;
     let mut log = Some(log);
     let mut tracer: Option<Child> = None;
     let tracer_died = Arc::new(AtomicBool::new(false));
@@ -66,7 +78,7 @@ pub fn run(
             let log = log.take().context("strace is attached once per run")?;
             // Before strace writes its first line: the supervisor's own calls are not the task's.
             supervisor.store(pid, Ordering::SeqCst);
-            let child = tracer.insert(start_strace(&topts.strace, pid, log)?);
+            let child = tracer.insert(start_strace(strace, pid, log)?);
             wait_attached(pid, child)?;
             watch(child, pid, tracer_died.clone())
         };
@@ -83,22 +95,37 @@ pub fn run(
         );
         return Ok(None);
     }
-    if tracer_died.load(Ordering::SeqCst) {
+    let finished = reader.finish();
+    if finished.is_none() {
+        eprintln!("paddock: the trace did not end with the task; denials are not itemized");
+    }
+    let observer = finished.filter(|_| tracer.is_some()).map(|f| f.observer);
+    Ok(Some(Attached { outcome, observer, tracer_died: tracer_died.load(Ordering::SeqCst) }))
+}
+
+/// [`run_observed`] for `paddock run`: the reported violations.
+pub fn run(
+    plan: &SpawnPlan,
+    topts: &TraceOptions,
+    policy: &ResolvedPolicy,
+    cwd: &AbsPathBuf,
+    opts: &RunOptions,
+    runtime_dir: Option<&Path>,
+) -> Result<Option<Ran>> {
+    let observer = |pid| Violations::attached(policy.clone(), cwd.as_path(), pid);
+    let Some(ran) = run_observed(plan, &topts.strace, observer, opts, runtime_dir)? else {
+        return Ok(None);
+    };
+    // Nothing is traced when the sandbox failed before the supervisor asked.
+    let itemized = ran.outcome.started && ran.observer.is_some();
+    let violations = ran.observer.map(|o| o.reported.into_vec()).unwrap_or_default();
+    if ran.tracer_died {
         eprintln!(
             "paddock: strace ended before the task did; the sandbox was stopped, and the denials seen until then are reported"
         );
-        let violations =
-            reader.finish().map(|f| f.observer.reported.into_vec()).unwrap_or_default();
-        return Ok(Some(Ran { outcome, itemized_by: None, violations }));
+        return Ok(Some(Ran { outcome: ran.outcome, itemized_by: None, violations }));
     }
-    let Some(finished) = reader.finish() else {
-        eprintln!("paddock: the trace did not end with the task; denials are not itemized");
-        return Ok(Some(Ran { outcome, itemized_by: None, violations: Vec::new() }));
-    };
-    let itemized_by = tracer.is_some().then_some("strace");
-    let violations =
-        if tracer.is_some() { finished.observer.reported.into_vec() } else { Vec::new() };
-    Ok(Some(Ran { outcome, itemized_by, violations }))
+    Ok(Some(Ran { outcome: ran.outcome, itemized_by: itemized.then_some("strace"), violations }))
 }
 
 /// Starts `strace -p pid` writing its log to `log` (see [`crate::exec::spawn_tracer`]).

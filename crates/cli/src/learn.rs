@@ -140,34 +140,51 @@ pub fn learn(args: &LearnArgs) -> Result<u8> {
         observe: false,
     };
     let plan = paddock_linux_bwrap::LinuxBwrap.plan(&resolved, &task, &facts)?;
-    let traced = wrap(plan, &TraceOptions { strace, seccomp_bpf: false });
-    let preexisting = std::fs::read_dir(resolved.project_dir.as_path())
+    let preexisting: Vec<std::ffi::OsString> = std::fs::read_dir(resolved.project_dir.as_path())
         .map(|d| d.filter_map(|e| e.ok().map(|e| e.file_name())).collect())
         .unwrap_or_default();
-    let learner = Learner {
-        classifier: Classifier::new(resolved.clone(), RealHost, task_cwd.as_path())
-            .gated(paddock_linux_bwrap::SUPERVISOR_PATH.as_bytes()),
-        seen: Learned { preexisting, ..Learned::default() },
+    let learner = |classifier| Learner {
+        classifier,
+        seen: Learned { preexisting: preexisting.iter().cloned().collect(), ..Learned::default() },
     };
-    let (write, reader) = Reader::start(learner)?;
     let opts = RunOptions { timeout: None, grace: Duration::from_secs(2), capture: false };
-    let outcome = run_plan_with(
-        &traced.plan,
-        &opts,
-        Some(runtime.path().as_path()),
-        vec![(write, traced.fd)],
-    )?;
+    let dir = Some(runtime.path().as_path());
+    // strace attached to the supervisor (bwrap's setup untraced), else strace around bwrap.
+    let attached = if crate::attach::enabled() {
+        let observer = |pid| {
+            learner(
+                Classifier::new(resolved.clone(), RealHost, task_cwd.as_path())
+                    .gated_on_supervisor(pid),
+            )
+        };
+        crate::attach::run_observed(&plan, &strace, observer, &opts, dir)?
+    } else {
+        None
+    };
+    let (outcome, learner) = match attached {
+        Some(a) if a.tracer_died => bail!("strace ended before the task did; nothing was learned"),
+        Some(a) => (a.outcome, a.observer),
+        None => {
+            let traced = wrap(plan, &TraceOptions { strace, seccomp_bpf: false });
+            let (write, reader) = Reader::start(learner(
+                Classifier::new(resolved.clone(), RealHost, task_cwd.as_path())
+                    .gated(paddock_linux_bwrap::SUPERVISOR_PATH.as_bytes()),
+            ))?;
+            let outcome = run_plan_with(&traced.plan, &opts, dir, vec![(write, traced.fd)])?;
+            let finished = reader.finish();
+            if finished.as_ref().is_some_and(|f| f.stopped_stuck_tracer) {
+                bail!(
+                    "bubblewrap failed and left a process behind that strace kept waiting for; strace was stopped and nothing was learned"
+                );
+            }
+            (outcome, finished.map(|f| f.observer))
+        }
+    };
     drop(runtime);
-    let finished = reader.finish().ok_or_else(|| anyhow!("the trace did not end with the task"))?;
-    if finished.stopped_stuck_tracer {
-        bail!(
-            "bubblewrap failed and left a process behind that strace kept waiting for; strace was stopped and nothing was learned"
-        );
-    }
-    let learner = finished.observer;
     if !outcome.started {
         bail!("the task did not start under strace (the message above says why); nothing learned");
     }
+    let learner = learner.ok_or_else(|| anyhow!("the trace did not end with the task"))?;
     let text = propose(&learner.seen, &resolved, &RealHost, &args.command, outcome.exit_code);
     match &args.output {
         Some(file) => {
