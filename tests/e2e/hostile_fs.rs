@@ -558,3 +558,43 @@ fn a_concurrent_run_keeps_the_placeholders_another_sandbox_has_bound() {
     // The last run alive removed every placeholder.
     assert!(!hooks.exists(), "a placeholder was left behind");
 }
+
+#[test]
+fn concurrent_runs_in_one_project_all_run_and_leave_nothing_behind() {
+    // A task runner starts tasks of one project at once. Each run makes placeholders for the
+    // missing protected names; they race to make the same ones, find others' made since
+    // they looked, and release them in any order. Before: a run that lost a race to make a
+    // placeholder failed (125), and placeholders made inside another's (`.git/hooks` in
+    // `.git`) or released at the same moment stayed on the host.
+    if !require_os_sandbox() {
+        return;
+    }
+    let s = Scratch::new("placeholder-crowd");
+    std::fs::remove_dir_all(s.project.join(".git")).unwrap();
+    let before = names(&s.project);
+    for round in 0..3 {
+        let runs: Vec<_> = (0..8)
+            .map(|_| {
+                s.paddock()
+                    .args([
+                        "run",
+                        "--",
+                        "sh",
+                        "-c",
+                        "echo x > .bashrc; mkdir -p .git/hooks; exit 3",
+                    ])
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for run in runs {
+            let out = run.wait_with_output().unwrap();
+            assert_eq!(out.status.code(), Some(3), "round {round}: {out:?}");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(stderr.contains("Read-only file system"), "round {round}: {stderr}");
+        }
+        assert_eq!(names(&s.project), before, "round {round}: left behind in the project");
+    }
+}

@@ -229,8 +229,8 @@ pub fn run(args: &RunArgs) -> Result<u8> {
     })?;
     // Sweep before resolution: a killed run's placeholders should be gone before resolution
     // looks at the project, or they would be taken for the user's own files.
-    crate::runtime_dir::sweep_stale(Some(runtime.path().as_path()));
-    let loaded = load(&args.policy)?;
+    let foreign = crate::runtime_dir::sweep_stale(Some(runtime.path().as_path()));
+    let loaded = crate::load::load_with(&args.policy, foreign)?;
     for n in &loaded.notes {
         eprintln!("paddock: note: {n}");
     }

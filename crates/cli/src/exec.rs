@@ -282,6 +282,10 @@ impl Placeholders {
     pub fn create(wanted: &[Placeholder], runtime_dir: Option<&Path>) -> Result<Placeholders> {
         let mut out =
             Placeholders { created: Vec::new(), runtime_dir: runtime_dir.map(Path::to_path_buf) };
+        if let Some(dir) = runtime_dir {
+            crate::runtime_dir::record_uses_again(dir)
+                .context("cannot write the task's runtime directory")?;
+        }
         if wanted.is_empty() {
             return Ok(out);
         }
@@ -290,19 +294,26 @@ impl Placeholders {
         }
         for p in wanted {
             let path = p.path.as_path();
-            let made = if p.dir {
-                std::fs::create_dir(path)
-            } else {
-                std::fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .custom_flags(libc::O_NOFOLLOW)
-                    // Unreadable as well as unwritable: the task runs without capabilities,
-                    // so a placeholder (or the masked file over a hidden one) reads as EACCES.
-                    .mode(0o000)
-                    .open(path)
-                    .map(drop)
-            };
+            let mut made = make_placeholder(path, p.dir);
+            if let (Err(e), Some(dir)) = (&made, runtime_dir)
+                && e.kind() == std::io::ErrorKind::AlreadyExists
+                && is_kind(path, p.dir)
+            {
+                // A concurrent run made it since this one looked (or the user did): it is
+                // bound as it is, not ours to remove, and recorded as used first, so that
+                // its maker leaves it while this run lives (`release_placeholders`). Gone
+                // again in between (its maker removed it first): made here after all.
+                made = record_use(dir, path).and_then(|()| match is_kind(path, p.dir) {
+                    true => Ok(()),
+                    false => make_placeholder(path, p.dir).map(|()| {
+                        let ino = std::fs::symlink_metadata(path).map(|m| m.ino()).unwrap_or(0);
+                        out.created.push((path.to_path_buf(), p.dir, ino));
+                    }),
+                });
+                if made.is_ok() {
+                    continue;
+                }
+            }
             if let Err(e) = made {
                 drop(out);
                 return Err(e).with_context(|| {
@@ -316,6 +327,37 @@ impl Placeholders {
     }
 }
 
+/// Makes one placeholder, never through a symlink: `mkdir`, or an empty file with
+/// `O_CREAT | O_EXCL | O_NOFOLLOW`.
+fn make_placeholder(path: &Path, dir: bool) -> std::io::Result<()> {
+    if dir {
+        return std::fs::create_dir(path);
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        // Unreadable as well as unwritable: the task runs without capabilities, so a
+        // placeholder (or the masked file over a hidden one) reads as EACCES.
+        .mode(0o000)
+        .open(path)
+        .map(drop)
+}
+
+/// Whether `path` is a directory (`dir`) or a regular file, itself and not a symlink.
+fn is_kind(path: &Path, dir: bool) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| if dir { m.is_dir() } else { m.is_file() })
+}
+
+/// Appends `path` to the paths the run in `runtime_dir` binds (its lock file's list).
+fn record_use(runtime_dir: &Path, path: &Path) -> std::io::Result<()> {
+    let mut lock = std::fs::OpenOptions::new()
+        .append(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(runtime_dir.join(crate::runtime_dir::LOCK_FILE))?;
+    lock.write_all(&manifest_bytes(std::iter::once((path, false))))
+}
+
 impl Drop for Placeholders {
     fn drop(&mut self) {
         // Removed now, or by the last run alive (another sandbox may have them bound).
@@ -325,17 +367,25 @@ impl Drop for Placeholders {
 
 /// Removes a placeholder only if it is still the empty file or directory with inode `ino`
 /// (`ino == 0`: any empty one, for a sweep that never knew the inode).
-pub fn remove_placeholder(path: &Path, dir: bool, ino: u64) {
-    let Ok(meta) = std::fs::symlink_metadata(path) else { return };
+///
+/// Returns false for a directory left because it is not empty: a concurrent run may have
+/// made its own placeholders in it (this run's `.git`, another's `.git/hooks`), or someone
+/// wrote into it.
+pub fn remove_placeholder(path: &Path, dir: bool, ino: u64) -> bool {
+    let Ok(meta) = std::fs::symlink_metadata(path) else { return true };
     if ino != 0 && meta.ino() != ino {
-        return;
+        return true;
     }
     if dir && meta.is_dir() {
         // rmdir refuses a directory that is not empty.
-        let _ = std::fs::remove_dir(path);
+        return match std::fs::remove_dir(path) {
+            Err(e) => e.raw_os_error() != Some(libc::ENOTEMPTY),
+            Ok(()) => true,
+        };
     } else if !dir && meta.is_file() && meta.len() == 0 {
         let _ = std::fs::remove_file(path);
     }
+    true
 }
 
 /// A manifest's bytes: `d PATH\0` or `f PATH\0` per placeholder.

@@ -75,12 +75,26 @@ impl Host for RealHost {
 pub struct CachedHost {
     kinds: RefCell<HashMap<PathBuf, Option<FileKind>>>,
     links: RefCell<HashMap<PathBuf, PathBuf>>,
+    /// Placeholders of other live runs: missing to this one.
+    foreign: Vec<PathBuf>,
+}
+
+impl CachedHost {
+    /// A host on which `foreign` (other live runs' placeholders, see
+    /// `runtime_dir::sweep_stale`) and what is under them are missing: this run then plans
+    /// its own placeholder there and, finding it made, binds it as it is.
+    pub fn with_foreign(foreign: Vec<PathBuf>) -> CachedHost {
+        CachedHost { foreign, ..CachedHost::default() }
+    }
 }
 
 impl Host for CachedHost {
     fn kind(&self, path: &Path) -> Result<Option<FileKind>, HostError> {
         if let Some(kind) = self.kinds.borrow().get(path) {
             return Ok(*kind);
+        }
+        if self.foreign.iter().any(|f| path.starts_with(f)) {
+            return Ok(None);
         }
         let kind = RealHost.kind(path)?;
         self.kinds.borrow_mut().insert(path.to_path_buf(), kind);

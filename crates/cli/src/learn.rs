@@ -103,7 +103,7 @@ pub fn learn(args: &LearnArgs) -> Result<u8> {
     // Locked before resolution (see `commands::run`).
     let runtime = crate::runtime_dir::RuntimeDir::create()
         .context("cannot create the task's runtime directory")?;
-    crate::runtime_dir::sweep_stale(Some(runtime.path().as_path()));
+    let _ = crate::runtime_dir::sweep_stale(Some(runtime.path().as_path()));
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let project = match &args.project {
         Some(p) if p.is_absolute() => p.clone(),

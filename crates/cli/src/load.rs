@@ -28,6 +28,11 @@ pub struct Loaded {
 
 /// Reads the config (or the default), lays the flags over it and resolves it.
 pub fn load(args: &PolicyArgs) -> Result<Loaded> {
+    load_with(args, Vec::new())
+}
+
+/// [`load`], the placeholders of other live runs (`foreign`) taken for missing names.
+pub fn load_with(args: &PolicyArgs, foreign: Vec<PathBuf>) -> Result<Loaded> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let project = match &args.project {
         Some(p) if p.is_absolute() => p.clone(),
@@ -51,7 +56,7 @@ pub fn load(args: &PolicyArgs) -> Result<Loaded> {
     let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
     let ctx = Context::new(project, home).with_env(env);
     // One remembering host for the whole resolution: rules share their ancestors.
-    let host = CachedHost::default();
+    let host = CachedHost::with_foreign(foreign);
     let (resolved, more) = resolve(&policy, &ctx, &host)?;
     notes.extend(more);
     let cwd = paddock_policy::canonicalize(&host, &cwd)?.0;

@@ -129,18 +129,32 @@ const LEFTOVER_PREFIX: &str = "leftover-";
 /// placeholders their manifests list (or defers them: [`release_placeholders`]). Errors are
 /// ignored: a sweep is best effort and never touches a directory whose lock is held. `own`
 /// is the caller's own runtime dir, if it has one already.
-pub fn sweep_stale(own: Option<&Path>) {
+///
+/// Returns the placeholders of the runs alive: to this run they are missing names (see
+/// `host::CachedHost::with_foreign`). Taken for the user's own, they would get this run's
+/// placeholders made inside them (its `.git/hooks` in another's `.git`), and the other run
+/// could not remove its own when done.
+pub fn sweep_stale(own: Option<&Path>) -> Vec<PathBuf> {
     let base = base();
     if ensure_private_dir(&base).is_err() {
-        return;
+        return Vec::new();
     }
-    let Ok(entries) = std::fs::read_dir(&base) else { return };
+    let Ok(entries) = std::fs::read_dir(&base) else { return Vec::new() };
+    let mut foreign = Vec::new();
     for entry in entries.flatten() {
         let path = entry.path();
-        if Some(path.as_path()) != own && run_state(&entry) == RunState::Gone {
-            sweep_one(&path);
+        if Some(path.as_path()) == own {
+            continue;
+        }
+        match run_state(&entry) {
+            RunState::Gone => sweep_one(&path),
+            RunState::Alive => {
+                foreign.extend(crate::exec::read_manifest(&path).into_iter().map(|(p, _)| p));
+            }
+            RunState::Other => {}
         }
     }
+    foreign
 }
 
 fn sweep_one(path: &Path) {
@@ -190,12 +204,72 @@ fn run_state(entry: &std::fs::DirEntry) -> RunState {
 impl RuntimeDir {
     /// Records, before the spawn, the existing protected paths this run binds (see
     /// [`release_placeholders`]), in its lock file: no file more to make and remove per run.
+    /// Each spawn writes them again ([`record_uses_again`]): a release clears them once its
+    /// sandbox is gone, and a run may spawn more than once (a fallback to another itemizer).
     pub fn record_uses<'a>(&self, paths: impl Iterator<Item = &'a Path>) -> io::Result<()> {
         use std::io::Write;
         let text = crate::exec::manifest_bytes(paths.map(|p| (p, false)));
+        if let Ok(mut uses) = USES.lock() {
+            uses.clone_from(&text);
+        }
         // Writing does not touch the lock; a reader sees the list once the write returns.
         (&self.lock).write_all(&text)
     }
+}
+
+/// The uses the run of this process recorded last ([`RuntimeDir::record_uses`]).
+static USES: std::sync::Mutex<Vec<u8>> = std::sync::Mutex::new(Vec::new());
+
+/// Before a spawn: the uses recorded for this run, written again into the lock file of
+/// `dir` (a release of an earlier spawn of the same run cleared them). A directory without
+/// a lock file is not a run's: nothing to do.
+pub fn record_uses_again(dir: &Path) -> io::Result<()> {
+    use std::io::Write;
+    let uses = USES.lock().map(|u| u.clone()).unwrap_or_default();
+    let lock = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(dir.join(LOCK_FILE));
+    match lock {
+        Ok(mut lock) => lock.write_all(&uses),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// A release: the sandbox of this run is gone, so nothing it bound is in use any more.
+fn clear_uses(dir: &Path) {
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(dir.join(LOCK_FILE));
+}
+
+/// What the live runs other than `own` bind, and the leftover lists in the base.
+#[derive(Debug, Default)]
+struct Scan {
+    used: Vec<PathBuf>,
+    leftovers: Vec<PathBuf>,
+    /// How many live runs other than `own` there are.
+    live: usize,
+}
+
+fn scan(own: Option<&Path>) -> Scan {
+    let mut out = Scan::default();
+    for entry in std::fs::read_dir(base()).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if entry.file_name().as_encoded_bytes().starts_with(LEFTOVER_PREFIX.as_bytes()) {
+            out.leftovers.push(path);
+        } else if Some(path.as_path()) != own && run_state(&entry) == RunState::Alive {
+            out.live += 1;
+            if let Ok(bytes) = std::fs::read(path.join(LOCK_FILE)) {
+                out.used.extend(crate::exec::parse_manifest(&bytes).into_iter().map(|(p, _)| p));
+            }
+        }
+    }
+    out
 }
 
 /// Removes placeholders (`(path, dir, inode)`, inode 0 for any empty one), except those a
@@ -210,36 +284,47 @@ impl RuntimeDir {
 /// spawns; the residual window (this check, then that run's record and bind, then the
 /// removal, all within microseconds) would make that run's bwrap fail, or lose the bind.
 pub fn release_placeholders(list: &[(PathBuf, bool, u64)], own: Option<&Path>) {
-    // One pass over the runtime base: what live runs use, and the leftover lists.
-    let mut used: Vec<PathBuf> = Vec::new();
-    let mut leftovers: Vec<PathBuf> = Vec::new();
-    for entry in std::fs::read_dir(base()).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if entry.file_name().as_encoded_bytes().starts_with(LEFTOVER_PREFIX.as_bytes()) {
-            leftovers.push(path);
-        } else if Some(path.as_path()) != own
-            && run_state(&entry) == RunState::Alive
-            && let Ok(bytes) = std::fs::read(path.join(LOCK_FILE))
-        {
-            used.extend(crate::exec::parse_manifest(&bytes).into_iter().map(|(p, _)| p));
-        }
+    // This run's sandbox is gone: its own uses are cleared first, so that two runs releasing
+    // at once do not each keep the other's placeholders for the other.
+    if let Some(dir) = own {
+        clear_uses(dir);
     }
-    let (keep, now): (Vec<_>, Vec<_>) = list.iter().partition(|(p, _, _)| used.contains(p));
-    remove_all(&now);
-    let keep: Vec<(PathBuf, bool, u64)> = keep.into_iter().cloned().collect();
+    let first = scan(own);
+    let (keep, now): (Vec<_>, Vec<_>) = list.iter().partition(|(p, _, _)| first.used.contains(p));
+    let mut keep: Vec<(PathBuf, bool, u64)> = keep.into_iter().cloned().collect();
+    // A directory another live run made its own placeholders in waits for it, like one it
+    // binds: the last run out removes it once they are gone.
+    let stuck = remove_all(&now);
+    if first.live > 0 {
+        keep.extend(stuck.into_iter().cloned());
+    }
+    if keep.is_empty() && first.leftovers.is_empty() {
+        return;
+    }
     if !keep.is_empty() {
         write_leftover(&keep);
     }
-    for path in leftovers {
+    // Looked at again: a user that released since the scan may have missed the list just
+    // written, and then no one would remove it.
+    let again = scan(own);
+    for path in again.leftovers {
         let listed =
             std::fs::read(&path).map(|b| crate::exec::parse_manifest(&b)).unwrap_or_default();
-        if listed.iter().any(|(p, _)| used.contains(p)) {
+        if listed.iter().any(|(p, _)| again.used.contains(p)) {
             continue;
         }
-        for (p, dir) in listed.iter().rev() {
-            crate::exec::remove_placeholder(p, *dir, 0);
-        }
+        let stuck: Vec<(PathBuf, bool, u64)> = listed
+            .iter()
+            .rev()
+            .filter(|(p, dir)| !crate::exec::remove_placeholder(p, *dir, 0))
+            .map(|(p, dir)| (p.clone(), *dir, 0))
+            .collect();
         let _ = std::fs::remove_file(&path);
+        // Still holding another live run's placeholders: theirs to leave to the last run.
+        // With no run alive, what is in it is someone's own: it stays, unlisted.
+        if again.live > 0 && !stuck.is_empty() {
+            write_leftover(&stuck);
+        }
     }
 }
 
@@ -249,15 +334,15 @@ pub fn release_placeholders(list: &[(PathBuf, bool, u64)], own: Option<&Path>) {
 /// 10 us for an unlink; removing siblings from threads of their own was measured slower
 /// (`cargo xtask bench spawn`, 19 placeholders: 0.4 ms more per run), thread start-up and
 /// the teardown of each thread's malloc arena costing more than the overlap won.
-fn remove_all(list: &[&(PathBuf, bool, u64)]) {
+/// Returns the directories left because they were not empty.
+fn remove_all<'a>(list: &[&'a (PathBuf, bool, u64)]) -> Vec<&'a (PathBuf, bool, u64)> {
     for (path, _, ino) in list.iter().filter(|e| !e.1) {
         crate::exec::remove_placeholder(path, false, *ino);
     }
     let mut dirs: Vec<&(PathBuf, bool, u64)> = list.iter().copied().filter(|e| e.1).collect();
     dirs.sort_by_key(|e| std::cmp::Reverse(e.0.components().count()));
-    for (path, _, ino) in dirs {
-        crate::exec::remove_placeholder(path, true, *ino);
-    }
+    dirs.retain(|(path, _, ino)| !crate::exec::remove_placeholder(path, true, *ino));
+    dirs
 }
 
 fn write_leftover(list: &[(PathBuf, bool, u64)]) {
