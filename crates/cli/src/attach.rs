@@ -189,12 +189,15 @@ fn tracer_pid(status: &str) -> Option<u32> {
 
 /// Reaps strace, which ends with its last tracee; one that does not is killed.
 fn end(strace: &mut Child) {
-    let deadline = Instant::now() + END_LIMIT;
-    while Instant::now() < deadline {
-        if !matches!(strace.try_wait(), Ok(None)) {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(1));
+    if let Ok(pidfd) = i32::try_from(strace.id()).map_err(anyhow::Error::from).and_then(pidfd_open)
+    {
+        let mut fd = libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        let ms = libc::c_int::try_from(END_LIMIT.as_millis()).unwrap_or(2000);
+        // SAFETY: one valid pollfd; readable once strace has exited.
+        unsafe { libc::poll(&mut fd, 1, ms) };
+    }
+    if !matches!(strace.try_wait(), Ok(None)) {
+        return;
     }
     let _ = strace.kill();
     let _ = strace.wait();

@@ -89,7 +89,7 @@ impl<O: Observer> Reader<O> {
             .name("paddock-trace".into())
             .spawn(move || {
                 let mut watch = Watch::new(observer);
-                let lines = read_trace(read, &mut watch);
+                let lines = read_trace_napping(&read, &mut watch, || nap_until_hangup(&read));
                 let stopped_stuck_tracer = watch.end();
                 let traced_a_call = watch.top.is_some();
                 let _ = tx.send(Finished {
@@ -234,7 +234,26 @@ const NAP: Duration = Duration::from_millis(2);
 
 /// Parses a trace until EOF, handing each event to `observer`; returns the line count.
 /// Lines are parsed in place in one buffer: no copy and no allocation per line.
-pub fn read_trace<R: Read, O: Observer + ?Sized>(mut input: R, observer: &mut O) -> u64 {
+pub fn read_trace<R: Read, O: Observer + ?Sized>(input: R, observer: &mut O) -> u64 {
+    read_trace_napping(input, observer, || std::thread::sleep(NAP))
+}
+
+/// Naps [`NAP`] unless the pipe's write end closes meanwhile: `poll` without `POLLIN` wakes
+/// for the hang-up only, so lines still pile up while strace runs, and the end of the trace
+/// is not kept waiting for the nap.
+fn nap_until_hangup(pipe: &File) {
+    let mut fd = libc::pollfd { fd: pipe.as_raw_fd(), events: 0, revents: 0 };
+    let ms = libc::c_int::try_from(NAP.as_millis()).unwrap_or(2);
+    // SAFETY: one valid pollfd; any outcome ends the nap.
+    unsafe { libc::poll(&mut fd, 1, ms) };
+}
+
+/// [`read_trace`] with its own way of napping after a short read.
+fn read_trace_napping<R: Read, O: Observer + ?Sized>(
+    mut input: R,
+    observer: &mut O,
+    mut nap: impl FnMut(),
+) -> u64 {
     let mut parser = Parser::new();
     let mut buf = vec![0u8; BUF];
     let mut filled = 0;
@@ -272,7 +291,7 @@ pub fn read_trace<R: Read, O: Observer + ?Sized>(mut input: R, observer: &mut O)
         buf.copy_within(start..filled, 0);
         filled -= start;
         if !eof && n < SHORT_READ {
-            std::thread::sleep(NAP);
+            nap();
         }
     }
     parser.finish_with(|r| {
