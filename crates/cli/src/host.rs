@@ -124,6 +124,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn another_runs_placeholders_and_what_is_under_them_are_missing() {
+        let dir = std::env::temp_dir().join(format!("paddock-foreign-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join(".git")).unwrap();
+        let host = CachedHost::with_foreign(vec![dir.join(".git")]);
+        assert_eq!(host.kind(&dir.join(".git")).unwrap(), None);
+        assert_eq!(host.kind(&dir.join(".git/hooks")).unwrap(), None);
+        assert_eq!(host.kind(&dir).unwrap(), Some(FileKind::Dir));
+        // A sibling whose name starts the same is not under it.
+        std::fs::create_dir_all(dir.join(".gitx")).unwrap();
+        assert_eq!(host.kind(&dir.join(".gitx")).unwrap(), Some(FileKind::Dir));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn cached_answers_match_the_real_ones_and_are_remembered() {
         let dir = std::env::temp_dir().join(format!("paddock-host-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
