@@ -249,10 +249,7 @@ pub fn run(args: &RunArgs) -> Result<u8> {
     }
     // Before the spawn: placeholders of other runs among these must outlive this run.
     runtime
-        .record_uses(loaded.resolved.protected.iter().filter_map(|p| match &p.state {
-            paddock_policy::ProtectedState::Exists { .. } => Some(p.path.as_path()),
-            paddock_policy::ProtectedState::Missing { .. } => None,
-        }))
+        .record_uses_of(&loaded.resolved)
         .context("cannot write the task's runtime directory")?;
     // Host ends of port grants and the egress proxy: a busy port fails here, before the
     // task starts. They stop with the task (or with this process: the sweep takes sockets).

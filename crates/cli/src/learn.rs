@@ -103,7 +103,7 @@ pub fn learn(args: &LearnArgs) -> Result<u8> {
     // Locked before resolution (see `commands::run`).
     let runtime = crate::runtime_dir::RuntimeDir::create()
         .context("cannot create the task's runtime directory")?;
-    let _ = crate::runtime_dir::sweep_stale(Some(runtime.path().as_path()));
+    let foreign = crate::runtime_dir::sweep_stale(Some(runtime.path().as_path()));
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let project = match &args.project {
         Some(p) if p.is_absolute() => p.clone(),
@@ -123,7 +123,9 @@ pub fn learn(args: &LearnArgs) -> Result<u8> {
     }
     let env: Vec<_> = std::env::vars_os().collect();
     let ctx = Context::new(project, home).with_env(env);
-    let (resolved, _) = resolve(&policy, &ctx, &RealHost)?;
+    let (resolved, _) = resolve(&policy, &ctx, &crate::host::CachedHost::with_foreign(foreign))?;
+    // Before the spawn, as `paddock run` does: what it binds stays while it lives.
+    runtime.record_uses_of(&resolved).context("cannot write the task's runtime directory")?;
     let facts = paddock_linux_bwrap::probe::facts();
     let strace = facts.strace.as_ref().and_then(AbsPathBuf::new_lexical).ok_or_else(|| {
         anyhow!("paddock learn needs strace; install it (`sudo apt install strace`) and run `paddock check`")

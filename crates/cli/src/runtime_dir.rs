@@ -217,6 +217,17 @@ impl RuntimeDir {
     }
 }
 
+impl RuntimeDir {
+    /// [`RuntimeDir::record_uses`] with the protected paths `policy` binds as they are (the
+    /// existing ones; the missing ones get placeholders, recorded when made or borrowed).
+    pub fn record_uses_of(&self, policy: &paddock_policy::ResolvedPolicy) -> io::Result<()> {
+        self.record_uses(policy.protected.iter().filter_map(|p| match &p.state {
+            paddock_policy::ProtectedState::Exists { .. } => Some(p.path.as_path()),
+            paddock_policy::ProtectedState::Missing { .. } => None,
+        }))
+    }
+}
+
 /// The uses the run of this process recorded last ([`RuntimeDir::record_uses`]).
 static USES: std::sync::Mutex<Vec<u8>> = std::sync::Mutex::new(Vec::new());
 
