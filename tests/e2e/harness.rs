@@ -43,7 +43,7 @@ impl Scratch {
         let mut c = Command::new(paddock_bin());
         c.current_dir(&self.project).env("HOME", &self.home).env_remove("PADDOCK_LOG");
         // The mechanism under test, unless a test passes `--itemize` (the flag wins).
-        c.env("PADDOCK_ITEMIZE", itemizer());
+        c.env("PADDOCK_ITEMIZE", itemize_mode());
         c.stdin(Stdio::null());
         c
     }
@@ -127,14 +127,39 @@ pub fn probe_bin() -> PathBuf {
 /// Where paddock's probe looks for strace.
 const STRACE_PATHS: [&str; 3] = ["/usr/bin/strace", "/usr/local/bin/strace", "/bin/strace"];
 
-/// The itemizing mechanism this run of the suite tests: `PADDOCK_E2E_ITEMIZE` (`observe` or
-/// `strace`), `strace` by default. CI runs the suite once per mechanism.
+/// The itemizing mechanism this run of the suite tests, as reports name it (`observe` or
+/// `strace`), from `PADDOCK_E2E_ITEMIZE`: `observe`, `strace` (the default), or
+/// `auto-strace` (`--itemize auto` on a host without the observers: strace with
+/// `--seccomp-bpf`). CI runs the suite once per mechanism.
 pub fn itemizer() -> &'static str {
+    match e2e_mode() {
+        "observe" => "observe",
+        _ => "strace",
+    }
+}
+
+fn e2e_mode() -> &'static str {
     match std::env::var("PADDOCK_E2E_ITEMIZE").as_deref() {
         Ok("strace") | Err(_) => "strace",
         Ok("observe") => "observe",
-        Ok(other) => panic!("PADDOCK_E2E_ITEMIZE={other}: use observe or strace"),
+        Ok("auto-strace") => "auto-strace",
+        Ok(other) => panic!("PADDOCK_E2E_ITEMIZE={other}: use observe, strace or auto-strace"),
     }
+}
+
+/// The `--itemize` mode the suite runs paddock with (`PADDOCK_ITEMIZE`).
+pub fn itemize_mode() -> &'static str {
+    match e2e_mode() {
+        "auto-strace" => "auto",
+        other => other,
+    }
+}
+
+/// Whether the suite runs strace with `--seccomp-bpf`: calls the seccomp filter refuses
+/// (`socket(AF_UNIX)`) then never reach strace (the kernel ranks `SECCOMP_RET_ERRNO` above
+/// `SECCOMP_RET_TRACE`).
+pub fn seccomp_bpf() -> bool {
+    e2e_mode() == "auto-strace"
 }
 
 /// Whether the suite's itemizer ([`itemizer`]) works here. Skips loudly, or panics when OS
@@ -143,23 +168,24 @@ pub fn require_itemizer() -> bool {
     if !require_os_sandbox() {
         return false;
     }
-    let missing = match itemizer() {
-        "strace" => (!STRACE_PATHS.iter().any(|p| Path::new(p).exists()))
-            .then_some("strace is not installed (apt-get install strace)"),
-        _ => std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open("/dev/fuse")
+    let fuse_usable = || std::fs::OpenOptions::new().read(true).write(true).open("/dev/fuse");
+    let no_strace = || !STRACE_PATHS.iter().any(|p| Path::new(p).exists());
+    let missing = match e2e_mode() {
+        "strace" => no_strace().then_some("strace is not installed (apt-get install strace)"),
+        "auto-strace" if no_strace() => Some("strace is not installed (apt-get install strace)"),
+        // The observers would be picked instead.
+        "auto-strace" => fuse_usable().is_ok().then_some("/dev/fuse is usable (hide it)"),
+        _ => fuse_usable()
             .is_err()
             .then_some("/dev/fuse cannot be opened read-write (chmod 0666 /dev/fuse)"),
     };
     match missing {
         None => true,
         Some(why) if os_tests_required() => {
-            panic!("OS tests are required here, but itemizing with {} needs: {why}", itemizer())
+            panic!("OS tests are required here, but itemizing with {} needs: {why}", e2e_mode())
         }
         Some(why) => {
-            eprintln!("SKIPPED: itemizing with {}: {why}", itemizer());
+            eprintln!("SKIPPED: itemizing with {}: {why}", e2e_mode());
             false
         }
     }

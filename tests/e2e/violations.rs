@@ -118,10 +118,20 @@ fn unix_socket_and_network_denials_are_reported() {
     let script = format!("{} unix-socket connect:192.0.2.1:443", probe.display());
     // `--itemize strace` sees calls the seccomp filter refuses (socket(AF_UNIX)); so do the
     // observers, whose filter refuses it itself. strace under `--seccomp-bpf` (auto) does not.
-    let flags: &[&str] = if itemizer() == "strace" { &["--itemize", "strace"] } else { &[] };
+    let flags: &[&str] = if itemize_mode() == "strace" { &["--itemize", "strace"] } else { &[] };
     let (report, out) = run(&s, flags, &script);
-    let v = find(&report, "unix-socket", "AF_UNIX");
-    assert_eq!((&v["syscall"], &v["errno"]), (&"socket".into(), &"EPERM".into()), "{out:?}");
+    if seccomp_bpf() {
+        // A known gap of `--seccomp-bpf`: the refusal is enforced, not itemized. Turns red
+        // once it is itemized.
+        eprintln!("KNOWN GAP: strace --seccomp-bpf does not see socket(AF_UNIX) refused by the filter");
+        assert!(
+            !violations(&report).iter().any(|v| v["kind"] == "unix-socket"),
+            "itemized now: update this test and the known gap {report:#}"
+        );
+    } else {
+        let v = find(&report, "unix-socket", "AF_UNIX");
+        assert_eq!((&v["syscall"], &v["errno"]), (&"socket".into(), &"EPERM".into()), "{out:?}");
+    }
     let v = find(&report, "network", "192.0.2.1:443");
     assert_eq!(v["syscall"], "connect");
     assert_eq!(v["errno"], "ENETUNREACH");

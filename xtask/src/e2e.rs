@@ -7,6 +7,7 @@
 //! unprivileged runs use the user `paddock-test`, created on first use, and a staged copy of
 //! the binaries it can read.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -28,44 +29,66 @@ pub struct SuiteRun {
     pub itemize: &'static str,
     /// With strace hidden.
     pub hide_strace: bool,
+    /// With `/dev/fuse` hidden (by an unreadable file: only for the unprivileged user), so
+    /// that `--itemize auto` falls back to strace with `--seccomp-bpf`.
+    pub hide_fuse: bool,
 }
 
 /// What CI runs after `cargo test --workspace` (which runs the suite as root, observing).
-pub const CI_RUNS: [SuiteRun; 4] = [
-    SuiteRun { name: "root, strace", unprivileged: false, itemize: "strace", hide_strace: false },
+pub const CI_RUNS: [SuiteRun; 5] = [
+    SuiteRun {
+        name: "root, strace",
+        unprivileged: false,
+        itemize: "strace",
+        hide_strace: false,
+        hide_fuse: false,
+    },
     // strace attaches to a supervisor in a user namespace the test user owns.
     SuiteRun {
         name: "unprivileged, strace",
         unprivileged: true,
         itemize: "strace",
         hide_strace: false,
+        hide_fuse: false,
+    },
+    // What a host without /dev/fuse gets by default: strace with --seccomp-bpf.
+    SuiteRun {
+        name: "unprivileged, auto without observers (strace --seccomp-bpf)",
+        unprivileged: true,
+        itemize: "auto-strace",
+        hide_strace: false,
+        hide_fuse: true,
     },
     SuiteRun {
         name: "root, observers, no strace",
         unprivileged: false,
         itemize: "observe",
         hide_strace: true,
+        hide_fuse: false,
     },
     SuiteRun {
         name: "unprivileged, observers, no strace",
         unprivileged: true,
         itemize: "observe",
         hide_strace: true,
+        hide_fuse: false,
     },
 ];
 
 /// `cargo xtask test-linux`: the CI runs and the plain root run with the observers.
-pub const ALL_RUNS: [SuiteRun; 5] = [
+pub const ALL_RUNS: [SuiteRun; 6] = [
     SuiteRun {
         name: "root, observers",
         unprivileged: false,
         itemize: "observe",
         hide_strace: false,
+        hide_fuse: false,
     },
     CI_RUNS[0],
     CI_RUNS[1],
     CI_RUNS[2],
     CI_RUNS[3],
+    CI_RUNS[4],
 ];
 
 /// Where strace may be (the probe's list).
@@ -79,7 +102,7 @@ pub fn matrix(root: &Path, runs: &[SuiteRun]) -> Result<()> {
     // `XTASK_E2E_ONLY=unprivileged` (say) runs only the runs whose name contains it.
     let only = std::env::var("XTASK_E2E_ONLY").ok();
     for r in runs.iter().filter(|r| only.as_deref().is_none_or(|o| r.name.contains(o))) {
-        if (r.unprivileged || r.hide_strace) && !is_root() {
+        if (r.unprivileged || r.hide_strace || r.hide_fuse) && !is_root() {
             eprintln!(
                 "xtask: skipping the e2e run \"{}\": it needs root (a test user, a mount namespace)",
                 r.name
@@ -128,13 +151,26 @@ pub fn matrix(root: &Path, runs: &[SuiteRun]) -> Result<()> {
         };
         argv.push(test_binary.display().to_string());
         argv.push("--test-threads=2".to_owned());
-        let mut cmd = if r.hide_strace {
-            // sh -c 'SCRIPT' sh ARGV...: bind /dev/null over each strace, then exec ARGV.
+        let mut cmd = if r.hide_strace || r.hide_fuse {
+            // sh -c 'SCRIPT' sh ARGV...: in a mount namespace of its own, bind /dev/null over
+            // each strace and an unreadable file over /dev/fuse, then exec ARGV.
+            let mut script = String::new();
+            if r.hide_strace {
+                script += &format!(
+                    "for p in {}; do [ -e \"$p\" ] && mount --bind -o ro,nosuid,nodev /dev/null \"$p\"; done; ",
+                    STRACE_PATHS.join(" ")
+                );
+            }
+            if r.hide_fuse {
+                let blank = std::env::temp_dir().join("paddock-e2e-no-fuse");
+                std::fs::write(&blank, b"")?;
+                std::fs::set_permissions(&blank, std::fs::Permissions::from_mode(0o000))?;
+                script +=
+                    &format!("mount --bind -o ro,nosuid,nodev {} /dev/fuse; ", blank.display());
+            }
+            script += "exec \"$@\"";
             let mut c = Command::new("unshare");
-            c.args(["--mount", "--propagation", "private", "--", "sh", "-c"]).arg(format!(
-                "for p in {}; do [ -e \"$p\" ] && mount --bind -o ro,nosuid,nodev /dev/null \"$p\"; done; exec \"$@\"",
-                STRACE_PATHS.join(" ")
-            ));
+            c.args(["--mount", "--propagation", "private", "--", "sh", "-c"]).arg(script);
             c.arg("sh").args(&argv);
             c
         } else {
