@@ -560,6 +560,42 @@ fn a_concurrent_run_keeps_the_placeholders_another_sandbox_has_bound() {
 }
 
 #[test]
+fn a_killed_run_that_borrowed_a_placeholder_does_not_take_it_from_its_maker() {
+    // Run A makes `.vscode` and binds it read-only; run B finds it (A's: missing to B) and
+    // binds it as it is. B is killed; run C's sweep of B's runtime dir must not remove
+    // A's placeholder, or A's bind would be detached and A could write editor settings
+    // (which run code) on the host.
+    if !require_os_sandbox() {
+        return;
+    }
+    let s = Scratch::new("placeholder-borrower-killed");
+    let vscode = s.project.join(".vscode");
+    let mut a = s
+        .paddock()
+        .args(["run", "--", "sh", "-c"])
+        .arg("sleep 3; mkdir -p .vscode; echo pwn > .vscode/tasks.json")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !vscode.exists() {
+        assert!(started.elapsed().as_secs() < 10, "run A made no placeholder");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let mut b = s.paddock().args(["run", "--", "sleep", "30"]).spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    b.kill().unwrap();
+    b.wait().unwrap();
+    // C sweeps B's runtime dir.
+    let c = s.paddock().args(["run", "--", "true"]).output().unwrap();
+    assert_eq!(c.status.code(), Some(0), "{c:?}");
+    assert!(vscode.is_dir(), "A's placeholder was removed while A lives");
+    assert_ne!(a.wait().unwrap().code(), Some(0));
+    assert!(!vscode.join("tasks.json").exists(), "settings were written on the host");
+    assert!(!vscode.exists(), "a placeholder was left behind");
+}
+
+#[test]
 fn concurrent_runs_in_one_project_all_run_and_leave_nothing_behind() {
     // A task runner starts tasks of one project at once. Each run makes placeholders for the
     // missing protected names; they race to make the same ones, find others' made since

@@ -292,38 +292,61 @@ impl Placeholders {
         if let Some(dir) = runtime_dir {
             write_manifest(dir, wanted)?;
         }
+        let mut borrowed = false;
         for p in wanted {
             let path = p.path.as_path();
-            let mut made = make_placeholder(path, p.dir);
-            if let (Err(e), Some(dir)) = (&made, runtime_dir)
-                && e.kind() == std::io::ErrorKind::AlreadyExists
-                && is_kind(path, p.dir)
-            {
-                // A concurrent run made it since this one looked (or the user did): it is
-                // bound as it is, not ours to remove, and recorded as used first, so that
-                // its maker leaves it while this run lives (`release_placeholders`). Gone
-                // again in between (its maker removed it first): made here after all.
-                made = record_use(dir, path).and_then(|()| match is_kind(path, p.dir) {
-                    true => Ok(()),
-                    false => make_placeholder(path, p.dir).map(|()| {
-                        let ino = std::fs::symlink_metadata(path).map(|m| m.ino()).unwrap_or(0);
-                        out.created.push((path.to_path_buf(), p.dir, ino));
-                    }),
-                });
-                if made.is_ok() {
-                    continue;
+            match make_or_borrow(path, p.dir, runtime_dir) {
+                Ok(Made::Here) => {
+                    let ino = std::fs::symlink_metadata(path).map(|m| m.ino()).unwrap_or(0);
+                    out.created.push((path.to_path_buf(), p.dir, ino));
+                }
+                Ok(Made::Borrowed) => borrowed = true,
+                Err(e) => {
+                    drop(out);
+                    return Err(e).with_context(|| {
+                        format!(
+                            "cannot create the placeholder {} for a missing protected path",
+                            p.path
+                        )
+                    });
                 }
             }
-            if let Err(e) = made {
-                drop(out);
-                return Err(e).with_context(|| {
-                    format!("cannot create the placeholder {} for a missing protected path", p.path)
-                });
-            }
-            let ino = std::fs::symlink_metadata(path).map(|m| m.ino()).unwrap_or(0);
-            out.created.push((path.to_path_buf(), p.dir, ino));
+        }
+        // The manifest (written before anything was made, for a sweep after a kill -9)
+        // lists only this run's own: a sweep must not remove a live run's placeholder.
+        if let (true, Some(dir)) = (borrowed, runtime_dir) {
+            write_manifest_of(dir, out.created.iter().map(|(p, d, _)| (p.as_path(), *d)))?;
         }
         Ok(out)
+    }
+}
+
+/// Whose a placeholder is.
+enum Made {
+    /// Made by this run, which removes it.
+    Here,
+    /// Found made since this run resolved (a concurrent run's, or the user's): bound as it
+    /// is, not this run's to remove.
+    Borrowed,
+}
+
+/// Makes the placeholder at `path`, or borrows one found made since resolution: of the right
+/// kind and not a link, recorded as used first (in `runtime_dir`'s lock file), so that its
+/// maker leaves it while this run lives (`runtime_dir::release_placeholders`). Gone again
+/// in between (its maker removed it first), it is made here after all.
+fn make_or_borrow(path: &Path, dir: bool, runtime_dir: Option<&Path>) -> std::io::Result<Made> {
+    match make_placeholder(path, dir) {
+        Ok(()) => Ok(Made::Here),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && is_kind(path, dir) => {
+            let Some(runtime_dir) = runtime_dir else { return Err(e) };
+            record_use(runtime_dir, path)?;
+            if is_kind(path, dir) {
+                Ok(Made::Borrowed)
+            } else {
+                make_placeholder(path, dir).map(|()| Made::Here)
+            }
+        }
+        Err(e) => Err(e),
     }
 }
 
@@ -400,7 +423,14 @@ pub fn manifest_bytes<'a>(entries: impl Iterator<Item = (&'a Path, bool)>) -> Ve
 }
 
 fn write_manifest(dir: &Path, wanted: &[Placeholder]) -> Result<()> {
-    let text = manifest_bytes(wanted.iter().map(|p| (p.path.as_path(), p.dir)));
+    write_manifest_of(dir, wanted.iter().map(|p| (p.path.as_path(), p.dir)))
+}
+
+fn write_manifest_of<'a>(
+    dir: &Path,
+    entries: impl Iterator<Item = (&'a Path, bool)>,
+) -> Result<()> {
+    let text = manifest_bytes(entries);
     let path = dir.join(PLACEHOLDER_MANIFEST);
     let mut f = File::create(&path).with_context(|| format!("cannot write {}", path.display()))?;
     // No fsync: the manifest must survive a kill -9 of paddock, which the page cache already
