@@ -528,6 +528,23 @@ fn symlinks_at_protected_names_are_not_followed_sym04() {
     assert_eq!(names(&sc.home.join(".ssh")), ssh_before, "something was created through .idea");
 }
 
+/// Starts `paddock run -- TASK...` and returns once `placeholder` exists (the run made it).
+fn run_until_it_exists(s: &Scratch, task: &[&str], placeholder: &Path) -> std::process::Child {
+    let run = s
+        .paddock()
+        .args(["run", "--"])
+        .args(task)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !placeholder.exists() {
+        assert!(started.elapsed().as_secs() < 10, "the run made no placeholder");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    run
+}
+
 #[test]
 fn a_concurrent_run_keeps_the_placeholders_another_sandbox_has_bound() {
     // Run A makes a placeholder for the missing `.vscode`; run B, started meanwhile, takes it
@@ -540,12 +557,7 @@ fn a_concurrent_run_keeps_the_placeholders_another_sandbox_has_bound() {
     let s = Scratch::new("placeholder-race");
     let hooks = s.project.join(".vscode");
     assert!(!hooks.exists());
-    let mut a = s.paddock().args(["run", "--", "sleep", "1"]).spawn().unwrap();
-    let started = std::time::Instant::now();
-    while !hooks.exists() {
-        assert!(started.elapsed().as_secs() < 10, "run A made no placeholder");
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    let mut a = run_until_it_exists(&s, &["sleep", "1"], &hooks);
     let b = s
         .paddock()
         .args(["run", "--", "sh", "-c"])
@@ -570,18 +582,8 @@ fn a_killed_run_that_borrowed_a_placeholder_does_not_take_it_from_its_maker() {
     }
     let s = Scratch::new("placeholder-borrower-killed");
     let vscode = s.project.join(".vscode");
-    let mut a = s
-        .paddock()
-        .args(["run", "--", "sh", "-c"])
-        .arg("sleep 3; mkdir -p .vscode; echo pwn > .vscode/tasks.json")
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let started = std::time::Instant::now();
-    while !vscode.exists() {
-        assert!(started.elapsed().as_secs() < 10, "run A made no placeholder");
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    let script = "sleep 3; mkdir -p .vscode; echo pwn > .vscode/tasks.json";
+    let mut a = run_until_it_exists(&s, &["sh", "-c", script], &vscode);
     let mut b = s.paddock().args(["run", "--", "sleep", "30"]).spawn().unwrap();
     std::thread::sleep(std::time::Duration::from_millis(700));
     b.kill().unwrap();
