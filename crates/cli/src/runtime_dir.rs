@@ -300,6 +300,10 @@ pub fn release_placeholders(list: &[(PathBuf, bool, u64)], own: Option<&Path>) {
     if let Some(dir) = own {
         clear_uses(dir);
     }
+    // One release at a time: the last run out then sees every leftover list the others
+    // wrote, with their placeholders made inside another's (`.git/hooks` in `.git`) gone.
+    // Interleaved, two runs could each leave a list for the other, and neither remove it.
+    let _serial = release_lock();
     let first = scan(own);
     let (keep, now): (Vec<_>, Vec<_>) = list.iter().partition(|(p, _, _)| first.used.contains(p));
     let mut keep: Vec<(PathBuf, bool, u64)> = keep.into_iter().cloned().collect();
@@ -404,6 +408,25 @@ fn open_lock(dir: &Path, create: bool) -> io::Result<File> {
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(dir.join(LOCK_FILE))
 }
+
+/// The runtime base's release lock, held until dropped (`None` when it cannot be had:
+/// releasing goes on unserialized, as best effort).
+fn release_lock() -> Option<File> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(base().join(RELEASE_LOCK))
+        .ok()?;
+    // SAFETY: flock on a descriptor we own; blocking: releases take microseconds, and a
+    // holder that dies releases it with its descriptor.
+    (unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0).then_some(file)
+}
+
+/// The file in the runtime base whose lock serializes releases.
+const RELEASE_LOCK: &str = "release.lock";
 
 fn try_flock(file: &File) -> bool {
     // SAFETY: flock on a descriptor we own.
