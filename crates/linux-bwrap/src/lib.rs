@@ -39,6 +39,8 @@
 pub mod bridges;
 mod error;
 #[cfg(target_os = "linux")]
+pub mod fdpass;
+#[cfg(target_os = "linux")]
 pub mod notify;
 #[cfg(target_os = "linux")]
 pub mod observe_fs;

@@ -10,7 +10,7 @@
 //!   sockets are refused. Everything else, ordinary reads included, never leaves the kernel.
 //! - The supervisor ([`crate::supervisor`]) installs it in the task child after the main
 //!   filter, with `SECCOMP_FILTER_FLAG_NEW_LISTENER`, and receives the listener over a
-//!   socket pair ([`fdpass`]). Failing to install it is fatal: `socket(AF_UNIX)` is refused
+//!   socket pair ([`crate::fdpass`]). Failing to install it is fatal: `socket(AF_UNIX)` is refused
 //!   by it alone in this mode.
 //! - [`serve`] answers the notifications on a thread of the supervisor: it reads the path or
 //!   address from the caller, predicts with [`classify`] whether the kernel will refuse the
@@ -43,7 +43,6 @@ use serde::{Deserialize, Serialize};
 use crate::payload::Bytes;
 
 pub mod classify;
-pub mod fdpass;
 pub mod filter;
 pub mod serve;
 #[cfg(test)]

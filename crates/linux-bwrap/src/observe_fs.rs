@@ -148,7 +148,7 @@ pub fn open(plan: &ObserverPlan) -> Result<(ObserverMount, ObserverServer), Erro
             .create(mount_dir)
             .map_err(|e| setup(format!("cannot create the mount point: {e}")))?;
     }
-    let (ours, theirs) = mount::socket_pair()
+    let (ours, theirs) = crate::fdpass::socket_pair()
         .map_err(|e| setup(format!("cannot create the descriptor channel: {e}")))?;
     // SAFETY: geteuid and getegid cannot fail.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
@@ -188,7 +188,7 @@ fn check_device(path: &Path) -> Result<(), Error> {
 /// The serving thread: waits for the child's descriptor, then serves until the kernel ends
 /// the connection. Without a descriptor (the child never mounted) it just ends.
 fn serve(sock: &OwnedFd, fs: fs::ObserverFs) {
-    let Some(dev) = mount::receive_fd(sock.as_raw_fd()) else { return };
+    let Some(dev) = crate::fdpass::recv_fd(sock.as_raw_fd()).ok().flatten() else { return };
     let config = fuser::Config::default();
     // The kernel already refuses every other user (no `allow_other`): the library's own
     // check would only repeat it.

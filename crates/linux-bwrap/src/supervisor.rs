@@ -223,23 +223,13 @@ fn prepare_notify(
         record_connects: payload.record_connects,
         refuse_unix_sockets: payload.refuse_unix_sockets,
     };
-    let mut pair = [0; 2];
-    // SAFETY: a valid two-int array; the result is checked.
-    if unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-            0,
-            pair.as_mut_ptr(),
-        )
-    } != 0
-    {
-        return Err(format!("socketpair: {}", std::io::Error::last_os_error()));
-    }
+    let (child_sock, parent_sock) =
+        crate::fdpass::socket_pair().map_err(|e| format!("socketpair: {e}"))?;
+    // Closed by hand around the fork (see `NotifyPrep`).
     let prep = NotifyPrep {
         program: notify::filter::program(opts),
-        child_sock: pair[0],
-        parent_sock: pair[1],
+        child_sock: std::os::fd::IntoRawFd::into_raw_fd(child_sock),
+        parent_sock: std::os::fd::IntoRawFd::into_raw_fd(parent_sock),
     };
     Ok((prep, records, opts))
 }
@@ -359,7 +349,7 @@ fn serve_notifications(
 ) -> Result<Option<notify::serve::Server>, String> {
     // SAFETY: closing the supervisor's copy of the child's end: EOF if the child dies.
     unsafe { libc::close(prep.child_sock) };
-    let started = notify::fdpass::recv_fd(prep.parent_sock)
+    let started = crate::fdpass::recv_fd(prep.parent_sock)
         .map_err(|e| format!("cannot receive the notification listener: {e}"))
         .and_then(|listener| match listener {
             None => Ok(None),
@@ -368,7 +358,7 @@ fn serve_notifications(
                 .map_err(|e| format!("cannot serve the write notifications: {e}")),
         })
         .and_then(|server| match server {
-            Some(server) => notify::fdpass::ack(prep.parent_sock)
+            Some(server) => crate::fdpass::ack(prep.parent_sock)
                 .map(|()| Some(server))
                 .map_err(|e| format!("cannot release the task: {e}")),
             None => Ok(None),
@@ -494,12 +484,12 @@ fn install_notify(program: &[libc::sock_filter]) {
         Ok(fd) => fd,
         Err(errno) => fail(b"install the write-notification filter", errno),
     };
-    if let Err(errno) = notify::fdpass::send_fd(NOTIFY_SOCK_FD, listener) {
+    if let Err(errno) = crate::fdpass::send_fd(NOTIFY_SOCK_FD, listener) {
         fail(b"pass the notification listener to the supervisor", errno);
     }
     // SAFETY: closing our copy: the supervisor holds the listener now.
     unsafe { libc::close(listener) };
-    if !notify::fdpass::wait_ack(NOTIFY_SOCK_FD) {
+    if !crate::fdpass::wait_ack(NOTIFY_SOCK_FD) {
         fail(b"start the write notifications in the supervisor", 0);
     }
     // SAFETY: closing the socket pair's end; nothing of it reaches the task.

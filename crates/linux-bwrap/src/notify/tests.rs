@@ -8,7 +8,8 @@ use std::os::fd::{AsRawFd, OwnedFd};
 
 use super::classify::{self, MountFacts, Op, View};
 use super::filter::{self, Options};
-use super::{NotifyRecord, RecordKind, fdpass, read_records};
+use super::{NotifyRecord, RecordKind, read_records};
+use crate::fdpass;
 use crate::payload::Bytes;
 
 const HI: i64 = 1 << 32;

@@ -7,7 +7,7 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Arc;
@@ -116,7 +116,8 @@ impl ObserverMount {
                 opts.as_ptr().cast(),
             )
         })?;
-        send_fd(self.sock.as_raw_fd(), dev.as_raw_fd())
+        crate::fdpass::send_fd(self.sock.as_raw_fd(), dev.as_raw_fd())
+            .map_err(io::Error::from_raw_os_error)
     }
 }
 
@@ -161,106 +162,6 @@ fn write_decimal(value: i32, out: &mut [u8]) -> usize {
     len
 }
 
-/// Sends `fd` over the unix socket `sock` (one byte of data, the descriptor as
-/// `SCM_RIGHTS`), with a stack buffer only.
-fn send_fd(sock: RawFd, fd: RawFd) -> io::Result<()> {
-    // Room for one cmsghdr carrying one int, aligned like cmsghdr.
-    #[repr(C)]
-    union Control {
-        _align: libc::cmsghdr,
-        bytes: [u8; 64],
-    }
-    let mut control = Control { bytes: [0; 64] };
-    let mut byte = [1u8];
-    let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
-    // SAFETY: a zeroed msghdr is valid; the fields are set below.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    // SAFETY: CMSG_SPACE is a pure computation.
-    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
-    // SAFETY: writing the union's byte view.
-    msg.msg_control = unsafe { control.bytes.as_mut_ptr() }.cast();
-    msg.msg_controllen = space;
-    // SAFETY: msg_control points to `space` bytes (<= 64) aligned for cmsghdr, so the first
-    // header and its data fit.
-    unsafe {
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        if cmsg.is_null() {
-            return Err(io::Error::from_raw_os_error(libc::EINVAL));
-        }
-        (*cmsg).cmsg_level = libc::SOL_SOCKET;
-        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
-        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>(), fd);
-    }
-    // SAFETY: `msg` and everything it points to live until the call returns.
-    let sent = unsafe { libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) };
-    if sent < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
-}
-
-/// A connected pair of close-on-exec `SOCK_SEQPACKET` unix sockets.
-pub(super) fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [-1; 2];
-    // SAFETY: `fds` has room for the two descriptors; the result is checked.
-    check(unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-            0,
-            fds.as_mut_ptr(),
-        )
-    })?;
-    // SAFETY: two fresh descriptors we now own.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-}
-
-/// In the runner: waits for the descriptor the child sends; `None` when the child's end is
-/// closed (or shut down) without one.
-pub(super) fn receive_fd(sock: RawFd) -> Option<OwnedFd> {
-    loop {
-        #[repr(C)]
-        union Control {
-            _align: libc::cmsghdr,
-            bytes: [u8; 64],
-        }
-        let mut control = Control { bytes: [0; 64] };
-        let mut byte = [0u8];
-        let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
-        // SAFETY: a zeroed msghdr is valid; the fields are set below.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        // SAFETY: taking a pointer to the union's bytes.
-        msg.msg_control = unsafe { control.bytes.as_mut_ptr() }.cast();
-        msg.msg_controllen = 64;
-        // SAFETY: `msg` and its buffers live until the call returns.
-        let got = unsafe { libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC) };
-        if got < 0 {
-            if io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                continue;
-            }
-            return None;
-        }
-        if got == 0 {
-            return None;
-        }
-        // SAFETY: the kernel filled msg_control; the CMSG macros walk it within
-        // msg_controllen.
-        unsafe {
-            let cmsg = libc::CMSG_FIRSTHDR(&msg);
-            if cmsg.is_null()
-                || (*cmsg).cmsg_level != libc::SOL_SOCKET
-                || (*cmsg).cmsg_type != libc::SCM_RIGHTS
-            {
-                continue;
-            }
-            let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>());
-            return (fd >= 0).then(|| OwnedFd::from_raw_fd(fd));
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,21 +178,8 @@ mod tests {
     }
 
     #[test]
-    fn a_descriptor_crosses_the_socket_and_a_closed_peer_ends_the_wait() {
-        let (a, b) = socket_pair().unwrap();
-        let file = std::fs::File::open("/").unwrap();
-        send_fd(a.as_raw_fd(), file.as_raw_fd()).unwrap();
-        let got = receive_fd(b.as_raw_fd()).expect("a descriptor");
-        let same = |fd: RawFd| std::fs::metadata(format!("/proc/self/fd/{fd}")).unwrap();
-        use std::os::unix::fs::MetadataExt;
-        assert_eq!(same(got.as_raw_fd()).ino(), same(file.as_raw_fd()).ino());
-        drop(a);
-        assert!(receive_fd(b.as_raw_fd()).is_none());
-    }
-
-    #[test]
     fn options_and_maps_are_prepared_before_the_fork() {
-        let (a, _b) = socket_pair().unwrap();
+        let (a, _b) = crate::fdpass::socket_pair().unwrap();
         let m = ObserverMount::new(Path::new("/run/p/observe"), 1000, 100, a).unwrap();
         assert!(!m.root);
         assert_eq!(m.opts_prefix, b"rootmode=40000,user_id=1000,group_id=100,fd=");

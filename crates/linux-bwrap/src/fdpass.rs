@@ -1,8 +1,28 @@
-//! Passing the listener descriptor from the task child to the supervisor over a socket pair
-//! (`SCM_RIGHTS`), and the one-byte acknowledgement back. The child's side allocates nothing
-//! (it runs between `fork` and `exec` of a multi-threaded process).
+//! Passing a descriptor from a forked child to its parent over a socket pair (`SCM_RIGHTS`),
+//! and a one-byte acknowledgement back: the notification listener (task child to
+//! supervisor) and the observer's FUSE device (bwrap's child to the runner). The child's
+//! side allocates nothing (it runs between `fork` and `exec` of a multi-threaded process).
 
 use std::os::fd::{FromRawFd, OwnedFd};
+
+/// A connected pair of close-on-exec `SOCK_SEQPACKET` unix sockets.
+pub fn socket_pair() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [-1; 2];
+    // SAFETY: `fds` has room for the two descriptors; the result is checked.
+    let rc = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: two fresh descriptors we now own.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
 
 /// A control buffer big enough for one descriptor, aligned for `cmsghdr`.
 #[repr(C, align(8))]
@@ -106,4 +126,23 @@ pub fn ack(sock: i32) -> std::io::Result<()> {
     // SAFETY: writing one byte from a valid buffer.
     let n = unsafe { libc::send(sock, [b'A'].as_ptr().cast(), 1, libc::MSG_NOSIGNAL) };
     if n == 1 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::{AsRawFd, RawFd};
+
+    #[test]
+    fn a_descriptor_crosses_the_socket_and_a_closed_peer_ends_the_wait() {
+        let (a, b) = socket_pair().unwrap();
+        let file = std::fs::File::open("/").unwrap();
+        send_fd(a.as_raw_fd(), file.as_raw_fd()).unwrap();
+        let got = recv_fd(b.as_raw_fd()).unwrap().expect("a descriptor");
+        let same = |fd: RawFd| std::fs::metadata(format!("/proc/self/fd/{fd}")).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(same(got.as_raw_fd()).ino(), same(file.as_raw_fd()).ino());
+        drop(a);
+        assert!(recv_fd(b.as_raw_fd()).unwrap().is_none());
+    }
 }
