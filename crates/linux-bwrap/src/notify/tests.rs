@@ -27,6 +27,22 @@ fn probe(name: &'static str, nr: i64, args: [i64; 6], notified: bool, errno: i32
     Probe { name, nr, args, notified, errno }
 }
 
+/// In a forked child: `no_new_privs`, the filter `program`, and its listener sent over
+/// `sock`; exits 200, 201 or 202 when a step fails. Raw syscalls only.
+fn install_and_send(program: &[libc::sock_filter], sock: i32) {
+    // SAFETY: prctl, close and _exit with integers, in the child of a fork.
+    unsafe {
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            libc::_exit(200);
+        }
+        let Ok(listener) = filter::install(program) else { libc::_exit(201) };
+        if fdpass::send_fd(sock, listener).is_err() {
+            libc::_exit(202);
+        }
+        libc::close(listener);
+    }
+}
+
 /// Installs the filter for `opts` in a forked child that makes `probes`; the test process
 /// answers every notification with CONTINUE (EPERM for `socket`), and returns a description
 /// of every difference from what the probes expect.
@@ -49,14 +65,7 @@ fn run_probes(opts: Options, probes: &[Probe]) -> Vec<String> {
         unsafe {
             libc::close(pair[0]);
             libc::close(report[0]);
-            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-                libc::_exit(200);
-            }
-            let Ok(listener) = filter::install(&program) else { libc::_exit(201) };
-            if fdpass::send_fd(pair[1], listener).is_err() {
-                libc::_exit(202);
-            }
-            libc::close(listener);
+            install_and_send(&program, pair[1]);
             // Only one listener per filter chain: a second one is EBUSY.
             let busy = match filter::install(&second) {
                 Err(libc::EBUSY) => 0,
@@ -528,14 +537,7 @@ fn the_server_refuses_unix_sockets_records_and_fails_closed_once_stopped() {
         unsafe {
             let errno = || *libc::__errno_location();
             let put = |v: i32| libc::write(report[1], (&raw const v).cast(), 4);
-            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-                libc::_exit(200);
-            }
-            let Ok(listener) = filter::install(&program) else { libc::_exit(201) };
-            if fdpass::send_fd(pair[1], listener).is_err() {
-                libc::_exit(202);
-            }
-            libc::close(listener);
+            install_and_send(&program, pair[1]);
             let rc = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
             put(if rc < 0 { errno() } else { 0 });
             let len = std::mem::size_of::<libc::sockaddr_in>() as u32;
