@@ -513,6 +513,20 @@ fn run_sleep(args: &[OsString]) -> i32 {
     outcome.exit_code
 }
 
+/// The pids of the processes alive (not zombies) whose command line (NUL-separated)
+/// `wanted` accepts.
+pub(crate) fn live_processes(wanted: impl Fn(&str) -> bool) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { continue };
+        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        if !stat.contains(") Z ") && wanted(&String::from_utf8_lossy(&cmd)) {
+            found.push(e.file_name().to_string_lossy().into_owned());
+        }
+    }
+    found
+}
+
 fn kill_9_of_the_runner_takes_the_sandbox_with_it() {
     let marker = format!("k9-{}", std::process::id());
     #[allow(clippy::disallowed_methods)] // a test spawning the runner it will kill
@@ -520,19 +534,8 @@ fn kill_9_of_the_runner_takes_the_sandbox_with_it() {
         .args(["__run_sleep", &marker])
         .spawn()
         .unwrap();
-    let sandboxed = || {
-        // Processes under the runner: bwrap, the supervisor, the sleeping probe.
-        let mut found = Vec::new();
-        for e in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { continue };
-            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-            let alive = !stat.contains(") Z ");
-            if alive && String::from_utf8_lossy(&cmd).contains("__probe\0sleep") {
-                found.push(e.file_name().to_string_lossy().into_owned());
-            }
-        }
-        found
-    };
+    // Processes under the runner: bwrap, the supervisor, the sleeping probe.
+    let sandboxed = || live_processes(|cmd| cmd.contains("__probe\0sleep"));
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while sandboxed().is_empty() {
         assert!(std::time::Instant::now() < deadline, "the sandboxed task never started");

@@ -212,18 +212,8 @@ pub(super) fn kill_9_of_the_runner_leaves_no_observer_behind() {
         .unwrap();
     // The sandboxed shell (its command line holds the marker), once the task runs: killing
     // the runner while bwrap still sets up would test bwrap's own setup race instead.
-    let sandboxed = || {
-        let mut found = Vec::new();
-        for e in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { continue };
-            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-            let cmd = String::from_utf8_lossy(&cmd);
-            if !stat.contains(") Z ") && cmd.contains(&marker) && cmd.starts_with("/bin/sh") {
-                found.push(e.file_name().to_string_lossy().into_owned());
-            }
-        }
-        found
-    };
+    let sandboxed =
+        || super::live_processes(|cmd| cmd.contains(&marker) && cmd.starts_with("/bin/sh"));
     let deadline = Instant::now() + Duration::from_secs(20);
     while sandboxed().is_empty() {
         assert!(Instant::now() < deadline, "the observed task never started");
