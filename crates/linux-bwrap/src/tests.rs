@@ -107,7 +107,11 @@ pub(crate) fn facts() -> HostFacts {
 
 /// The bwrap arguments of a plan, one op per line.
 fn bwrap_args(policy: &ResolvedPolicy, facts: &HostFacts) -> String {
-    let plan = LinuxBwrap.plan(policy, &task(), facts).unwrap();
+    args_text(&LinuxBwrap.plan(policy, &task(), facts).unwrap())
+}
+
+/// A plan's bwrap arguments, one option (with its values) per line.
+fn args_text(plan: &paddock_policy::SpawnPlan) -> String {
     let args = &plan.payloads.iter().find(|p| p.name == "bwrap-args").unwrap().bytes;
     let mut out = String::new();
     for arg in args.split(|b| *b == 0).filter(|a| !a.is_empty()) {
@@ -458,16 +462,7 @@ fn observe_plan() -> paddock_policy::SpawnPlan {
 #[test]
 fn observe_mode_binds_the_observer_over_directory_anchors() {
     let plan = observe_plan();
-    let args = &plan.payloads.iter().find(|p| p.name == "bwrap-args").unwrap().bytes;
-    let mut out = String::new();
-    for arg in args.split(|b| *b == 0).filter(|a| !a.is_empty()) {
-        let arg = String::from_utf8_lossy(arg);
-        if !out.is_empty() {
-            out.push(if arg.starts_with("--") { '\n' } else { ' ' });
-        }
-        out.push_str(&arg);
-    }
-    out.push('\n');
+    let out = args_text(&plan);
     expect![[r#"
         --unshare-all
         --unshare-user
