@@ -313,19 +313,11 @@ pub fn release_placeholders(list: &[(PathBuf, bool, u64)], own: Option<&Path>) {
     if first.live > 0 {
         keep.extend(stuck.into_iter().cloned());
     }
-    if keep.is_empty() && first.leftovers.is_empty() {
-        return;
-    }
-    if !keep.is_empty() {
-        write_leftover(&keep);
-    }
-    // Looked at again: a user that released since the scan may have missed the list just
-    // written, and then no one would remove it.
-    let again = scan(own);
-    for path in again.leftovers {
+    // The lists of runs that released before: removed once none of their users lives.
+    for path in first.leftovers {
         let listed =
             std::fs::read(&path).map(|b| crate::exec::parse_manifest(&b)).unwrap_or_default();
-        if listed.iter().any(|(p, _)| again.used.contains(p)) {
+        if listed.iter().any(|(p, _)| first.used.contains(p)) {
             continue;
         }
         let stuck: Vec<(PathBuf, bool, u64)> = listed
@@ -334,12 +326,16 @@ pub fn release_placeholders(list: &[(PathBuf, bool, u64)], own: Option<&Path>) {
             .filter(|(p, dir)| !crate::exec::remove_placeholder(p, *dir, 0))
             .map(|(p, dir)| (p.clone(), *dir, 0))
             .collect();
-        let _ = std::fs::remove_file(&path);
         // Still holding another live run's placeholders: theirs to leave to the last run.
         // With no run alive, what is in it is someone's own: it stays, unlisted.
-        if again.live > 0 && !stuck.is_empty() {
-            write_leftover(&stuck);
+        if first.live > 0 {
+            keep.extend(stuck);
         }
+        let _ = std::fs::remove_file(&path);
+    }
+    // Releases take turns, so a run releasing after this one sees this list.
+    if !keep.is_empty() {
+        write_leftover(&keep);
     }
 }
 
