@@ -6,14 +6,15 @@
 //!   the sandbox's loopback.
 //! - [`BridgeSpec::Outbound`] (`allow.host-ports`): the socket relays to host
 //!   `127.0.0.1:PORT`.
-//! - [`BridgeSpec::Inbound`] (`allow.local-ports`): host `127.0.0.1:PORT` relays to the socket
-//!   the supervisor serves. A port busy on the host is an error before the task starts. That
-//!   socket's directory is writable inside the sandbox, so the relay never follows a symlink
-//!   planted there.
+//! - [`BridgeSpec::Inbound`] (`allow.local-ports`): host `127.0.0.1:PORT` hands every
+//!   client over a socket pair to the supervisor, which relays it to the task's server. A
+//!   port busy on the host is an error before the task starts. The sandbox's end of the pair
+//!   is [`Bridges::inherited`], for the spawn.
 //!
 //! Everything stops when [`Bridges`] is dropped (listeners closed, sockets removed, threads
 //! joined); after a `kill -9` of paddock the sockets go with the runtime dir's sweep.
 
+use std::os::fd::{OwnedFd, RawFd};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 use std::sync::Arc;
@@ -22,13 +23,15 @@ use anyhow::{Context, Result};
 use paddock_policy::{BridgeSpec, ReportFilter, ResolvedPolicy, SpawnPlan, Violation};
 use paddock_portbridge::{
     Proxy, ProxyOptions, Refusal, RefusalReason, RelayHandle, RelayOptions, SystemResolver,
-    TaskHandle, TaskRules, TcpToUnix, UnixToTcp,
+    TaskHandle, TaskRules, TcpHandoff, UnixToTcp, handoff_channel,
 };
 
 /// The running host ends of a plan's bridges.
 #[derive(Debug, Default)]
 pub struct Bridges {
     relays: Vec<RelayHandle>,
+    // The sandbox's ends of handoff channels, with their descriptor numbers in the child.
+    inherited: Vec<(Arc<OwnedFd>, RawFd)>,
     // The task is dropped before the proxy (field order).
     task: Option<TaskHandle>,
     proxy: Option<Proxy>,
@@ -61,22 +64,24 @@ impl Bridges {
                         .with_context(|| format!("allow.host-ports {port}"))?;
                     running.relays.push(relay);
                 }
-                BridgeSpec::Inbound { port, socket } => {
-                    socket_dir(socket.as_path())?;
-                    let options = RelayOptions {
-                        // The sandbox end appears once the supervisor runs, and then waits for
-                        // the task's server: clients that come early are held, not refused.
-                        connect_wait: std::time::Duration::from_secs(30),
-                        refuse_symlink: true,
-                        ..RelayOptions::default()
-                    };
-                    let relay = TcpToUnix::start(*port, socket.as_path(), options)
-                        .with_context(|| format!("allow.local-ports {port}"))?;
+                BridgeSpec::Inbound { ports, fd } => {
+                    // Clients that come before the supervisor reads wait in the channel.
+                    let (host_end, sandbox_end) =
+                        handoff_channel().context("cannot create the inbound channel")?;
+                    let relay = TcpHandoff::start(ports, host_end).context("allow.local-ports")?;
                     running.relays.push(relay);
+                    running.inherited.push((Arc::new(sandbox_end), *fd));
                 }
             }
         }
         Ok(running)
+    }
+
+    /// The descriptors the sandbox must inherit (see [`RunOptions::inherit`]).
+    ///
+    /// [`RunOptions::inherit`]: crate::supervise::RunOptions::inherit
+    pub fn inherited(&self) -> Vec<(Arc<OwnedFd>, RawFd)> {
+        self.inherited.clone()
     }
 
     /// Whether a proxy runs: its refusals are itemized even without a tracer.

@@ -259,8 +259,12 @@ pub fn run(args: &RunArgs) -> Result<u8> {
         Some(s) => bail!("--timeout {s}: give a positive number of seconds"),
         None => None,
     };
-    let opts =
-        crate::supervise::RunOptions { timeout, grace: Duration::from_secs(2), capture: false };
+    let opts = crate::supervise::RunOptions {
+        timeout,
+        grace: Duration::from_secs(2),
+        capture: false,
+        inherit: bridges.inherited(),
+    };
     if let Some(note) = itemize_note {
         eprintln!("paddock: note: {note}");
     }

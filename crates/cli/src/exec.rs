@@ -20,6 +20,7 @@ use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use paddock_linux_bwrap::observe_fs::ObserverMount;
@@ -83,11 +84,12 @@ pub enum Output {
 /// Spawns `plan`. `runtime_dir`, when given, receives the placeholder manifest before any
 /// placeholder is created.
 pub fn spawn(plan: &SpawnPlan, output: Output, runtime_dir: Option<&Path>) -> Result<Spawned> {
-    spawn_with(plan, output, runtime_dir, Vec::new(), None)
+    spawn_with(plan, output, runtime_dir, Vec::new(), &[], None)
 }
 
 /// [`spawn`], also handing the child each `(descriptor, target)` of `extra` (a tracer's log
-/// pipe). A child given extra descriptors is a tracer wrapping the sandbox: it gets
+/// pipe) and of `inherit` (a port grant's channel, shared with the caller). A child given
+/// `extra` descriptors is a tracer wrapping the sandbox: it gets
 /// `SIGKILL` when the runner dies (`PR_SET_PDEATHSIG`), as bwrap does with
 /// `--die-with-parent`, so that a `kill -9` of paddock takes the tracer and the sandbox.
 ///
@@ -99,6 +101,7 @@ pub fn spawn_with(
     output: Output,
     runtime_dir: Option<&Path>,
     extra: Vec<(OwnedFd, RawFd)>,
+    inherit: &[(Arc<OwnedFd>, RawFd)],
     observer: Option<&ObserverMount>,
 ) -> Result<Spawned> {
     let placeholders = Placeholders::create(&plan.placeholders, runtime_dir)?;
@@ -111,6 +114,7 @@ pub fn spawn_with(
         pairs.push((fd.as_raw_fd(), target));
         keep.push(fd);
     }
+    pairs.extend(inherit.iter().map(|(fd, target)| (fd.as_raw_fd(), *target)));
     for payload in &plan.payloads {
         let fd = memfd_with(&payload.name, &payload.bytes)
             .with_context(|| format!("cannot prepare the {} payload", payload.name))?;

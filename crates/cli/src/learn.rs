@@ -149,7 +149,13 @@ pub fn learn(args: &LearnArgs) -> Result<u8> {
         classifier,
         seen: Learned { preexisting: preexisting.iter().cloned().collect(), ..Learned::default() },
     };
-    let opts = RunOptions { timeout: None, grace: Duration::from_secs(2), capture: false };
+    // No bridges: learning runs on the default policy, network off or on.
+    let opts = RunOptions {
+        timeout: None,
+        grace: Duration::from_secs(2),
+        capture: false,
+        inherit: Vec::new(),
+    };
     let dir = Some(runtime.path().as_path());
     // strace attached to the supervisor (bwrap's setup untraced), else strace around bwrap.
     let attached = if crate::attach::enabled() {

@@ -11,7 +11,7 @@ use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -28,6 +28,10 @@ pub struct RunOptions {
     pub grace: Duration,
     /// Keep a copy of stdout and stderr in the outcome (they are streamed either way).
     pub capture: bool,
+    /// Descriptors the child gets besides the plan's payloads, each at its number (a port
+    /// grant's channel: [`crate::bridges::Bridges::inherited`]). Shared: the caller's copy
+    /// stays open for a second spawn of the same run.
+    pub inherit: Vec<(Arc<OwnedFd>, RawFd)>,
 }
 
 /// How a run ended.
@@ -130,7 +134,7 @@ fn run_plan_full(
     let start = Instant::now();
     let signals = SignalCatcher::install().context("cannot install signal handlers")?;
     let output = if opts.capture { Output::Piped } else { Output::Inherit };
-    let mut spawned = exec::spawn_with(plan, output, runtime_dir, extra, observer)?;
+    let mut spawned = exec::spawn_with(plan, output, runtime_dir, extra, &opts.inherit, observer)?;
     let pid = i32::try_from(spawned.child.id()).context("child pid")?;
     let pidfd = pidfd_open(pid).context("pidfd_open")?;
 

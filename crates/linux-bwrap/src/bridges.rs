@@ -1,41 +1,41 @@
 //! Network beyond on/off, as plan data (DESIGN decision 4): port grants and the egress proxy.
 //!
-//! Every bridge is a pair of relays joined by a unix socket in the task's runtime dir. The
-//! host ends run in paddock (the CLI starts them from [`SpawnPlan::bridges`]); the sandbox
-//! ends run in the supervisor (from [`SupervisorPayload::relays`]), which is not under the
-//! task's seccomp filter.
+//! The host ends run in paddock (the CLI starts them from [`SpawnPlan::bridges`]); the
+//! sandbox ends run in the supervisor (from [`SupervisorPayload::relays`]), which is not
+//! under the task's seccomp filter.
 //!
-//! | grant                | host end                        | sandbox end (supervisor)          |
-//! |----------------------|---------------------------------|-----------------------------------|
-//! | `allow.network` list | proxy on `net/proxy`            | `127.0.0.1:`[`PROXY_PORT`] → it   |
-//! | `allow.host-ports`   | `net/out-P` → host `127.0.0.1:P`| `127.0.0.1:P` → `net/out-P`       |
-//! | `allow.local-ports`  | host `127.0.0.1:P` → `in/in-P`  | `in/in-P` → task's `127.0.0.1:P`  |
+//! | grant                | host end                          | sandbox end (supervisor)          |
+//! |----------------------|-----------------------------------|-----------------------------------|
+//! | `allow.network` list | proxy on `net/proxy`              | `127.0.0.1:`[`PROXY_PORT`] → it   |
+//! | `allow.host-ports`   | `net/out-P` → host `127.0.0.1:P`  | `127.0.0.1:P` → `net/out-P`       |
+//! | `allow.local-ports`  | host `127.0.0.1:P`, handed over   | fd [`INBOUND_FD`] → `127.0.0.1:P` |
 //!
-//! The sockets live in two directories of the runtime dir, bound at fixed paths:
+//! Outbound, the ends are joined by unix sockets the host serves in the runtime dir's
+//! `net/`, bound **read-only** at [`NET_DIR`]: the task cannot replace a socket there with a
+//! symlink to a host socket the supervisor would then connect to on its behalf (connecting
+//! to a socket on a read-only mount still works). The task may connect to these sockets
+//! directly when its policy allows unix sockets (UNX-04): that gives it nothing more than
+//! its loopback port does, because the proxy enforces its rules per request, whatever path
+//! the request took (NET-11), and `out-P` reaches only the granted host port.
 //!
-//! - `net/` holds the sockets the host serves. It is bound **read-only** at
-//!   [`NET_DIR`]: the task cannot replace a socket there with a symlink to a host socket the
-//!   supervisor would then connect to on its behalf (connecting to a socket on a read-only
-//!   mount still works). The task may connect to these sockets directly when its policy
-//!   allows unix sockets (UNX-04): that gives it nothing more than its loopback port does,
-//!   because the proxy enforces its rules per request, whatever path the request took
-//!   (NET-11), and `out-P` reaches only the granted host port.
-//! - `in/` holds the sockets the supervisor serves for `allow.local-ports`, so it is bound
-//!   **read-write** at [`IN_DIR`]. The task can rename or replace entries there; the host end
-//!   connects to them refusing symlinks ([`RelayOptions::refuse_symlink`] in the CLI), and a
-//!   socket the task binds there itself only reaches the task.
+//! Inbound, the host accepts each client and passes the connected socket itself to the
+//! supervisor ([`paddock_portbridge::TcpHandoff`]) over a socket pair the runner creates for
+//! the run, inherited as [`INBOUND_FD`]: one relay in the sandbox moves the bytes, instead
+//! of a relay on each side joined by a unix socket, and nothing the task can name or write
+//! leads to the channel (the supervisor holds it close-on-exec, the task's child closes it
+//! before the task runs).
 //!
 //! With `network = "on"` the task shares the host's network, so port grants need no bridge;
 //! the plan says so in its diagnostics.
 //!
 //! [`SpawnPlan::bridges`]: paddock_policy::SpawnPlan::bridges
 //! [`SupervisorPayload::relays`]: crate::payload::SupervisorPayload::relays
-//! [`RelayOptions::refuse_symlink`]: paddock_portbridge::RelayOptions::refuse_symlink
 
 use std::ffi::OsString;
 
 use paddock_policy::{AbsPathBuf, BridgeSpec, Error, NetworkPolicy, ResolvedPolicy};
 
+use crate::INBOUND_FD;
 use crate::ops::{self, BwrapOp};
 use crate::payload::{Bytes, SandboxRelay};
 
@@ -43,12 +43,8 @@ use crate::payload::{Bytes, SandboxRelay};
 pub const PROXY_PORT: u16 = 3128;
 /// Where the runtime dir's `net/` (sockets the host serves) is bound, read-only.
 pub const NET_DIR: &str = "/dev/.paddock-net";
-/// Where the runtime dir's `in/` (sockets the supervisor serves) is bound, read-write.
-pub const IN_DIR: &str = "/dev/.paddock-in";
 /// The runtime dir's subdirectory for sockets the host serves.
 pub const HOST_SOCKETS: &str = "net";
-/// The runtime dir's subdirectory for sockets the supervisor serves.
-pub const SANDBOX_SOCKETS: &str = "in";
 /// The proxy's socket name in [`HOST_SOCKETS`].
 pub const PROXY_SOCKET: &str = "proxy";
 
@@ -117,7 +113,6 @@ pub fn plan(policy: &ResolvedPolicy, runtime_dir: &AbsPathBuf) -> Result<NetPlan
         )));
     }
     let host_dir = runtime_dir.join(HOST_SOCKETS);
-    let in_dir = runtime_dir.join(SANDBOX_SOCKETS);
     if proxy {
         net.bridges
             .push(BridgeSpec::Proxy { port: PROXY_PORT, socket: host_dir.join(PROXY_SOCKET) });
@@ -132,16 +127,12 @@ pub fn plan(policy: &ResolvedPolicy, runtime_dir: &AbsPathBuf) -> Result<NetPlan
         net.bridges.push(BridgeSpec::Outbound { port, socket: host_dir.join(&name) });
         net.relays.push(SandboxRelay::TcpToUnix { port, socket: sandbox_path(NET_DIR, &name) });
     }
-    for &port in &local {
-        let name = format!("in-{port}");
-        net.bridges.push(BridgeSpec::Inbound { port, socket: in_dir.join(&name) });
-        net.relays.push(SandboxRelay::UnixToTcp { socket: sandbox_path(IN_DIR, &name), port });
+    if !local.is_empty() {
+        net.bridges.push(BridgeSpec::Inbound { ports: local.clone(), fd: INBOUND_FD });
+        net.relays.push(SandboxRelay::Inbound { fd: INBOUND_FD, ports: local });
     }
     if proxy || !host.is_empty() {
         net.mounts.push(BwrapOp::RoBind { src: host_dir, dest: ops::abs(NET_DIR) });
-    }
-    if !local.is_empty() {
-        net.mounts.push(BwrapOp::Bind { src: in_dir, dest: ops::abs(IN_DIR) });
     }
     Ok(net)
 }
@@ -192,8 +183,10 @@ mod tests {
                     socket: "/run/user/1000/paddock/t1/net/out-5432",
                 },
                 Inbound {
-                    port: 3000,
-                    socket: "/run/user/1000/paddock/t1/in/in-3000",
+                    ports: [
+                        3000,
+                    ],
+                    fd: 8,
                 },
             ]
         "#]]
@@ -213,11 +206,11 @@ mod tests {
                         "/dev/.paddock-net/out-5432",
                     ),
                 },
-                UnixToTcp {
-                    socket: Bytes(
-                        "/dev/.paddock-in/in-3000",
-                    ),
-                    port: 3000,
+                Inbound {
+                    fd: 8,
+                    ports: [
+                        3000,
+                    ],
                 },
             ]
         "#]]
@@ -226,8 +219,7 @@ mod tests {
         assert!(!args.contains("--share-net"), "own netns: {args}");
         assert!(
             args.ends_with(
-                "--remount-ro /home/u --ro-bind /run/user/1000/paddock/t1/net /dev/.paddock-net \
-                 --bind /run/user/1000/paddock/t1/in /dev/.paddock-in "
+                "--remount-ro /home/u --ro-bind /run/user/1000/paddock/t1/net /dev/.paddock-net "
             ),
             "{args}"
         );

@@ -116,13 +116,14 @@ pub enum SandboxRelay {
         /// The socket's path inside the sandbox.
         socket: Bytes,
     },
-    /// Serve `socket` (created by the supervisor) and relay each client to the task's
-    /// `127.0.0.1:port` (an `allow.local-ports` grant, reached from the host).
-    UnixToTcp {
-        /// The socket's path inside the sandbox.
-        socket: Bytes,
-        /// The task's loopback port.
-        port: u16,
+    /// Receive the connections the host accepted on its `127.0.0.1:PORT` for each of
+    /// `ports`, handed over on descriptor `fd`, and relay each to the task's `127.0.0.1:PORT`
+    /// (`allow.local-ports`).
+    Inbound {
+        /// The descriptor the connections arrive on.
+        fd: i32,
+        /// The granted ports.
+        ports: Vec<u16>,
     },
 }
 
@@ -161,7 +162,7 @@ mod tests {
             signal_fd: Some(6),
             relays: vec![
                 SandboxRelay::TcpToUnix { port: 3128, socket: Bytes("/dev/x/proxy".into()) },
-                SandboxRelay::UnixToTcp { socket: Bytes("/dev/y/in-80".into()), port: 80 },
+                SandboxRelay::Inbound { fd: 8, ports: vec![80, 8080] },
             ],
             record_fd: Some(7),
             record_connects: true,

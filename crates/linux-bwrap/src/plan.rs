@@ -39,6 +39,8 @@ pub const SECCOMP_FD: i32 = 5;
 pub const SIGNAL_FD: i32 = 6;
 /// `--itemize observe`: the supervisor writes its records on this descriptor.
 pub const RECORD_FD: i32 = 7;
+/// `allow.local-ports`: the supervisor receives the host's connections on this descriptor.
+pub const INBOUND_FD: i32 = 8;
 /// The name, in the task's runtime dir, of the empty mode-0000 file bound over file anchors.
 pub const MASKED_FILE: &str = "masked";
 /// `--itemize observe`: the name, in the task's runtime dir, of the observer filesystem's

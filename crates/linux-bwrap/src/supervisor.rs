@@ -207,18 +207,8 @@ fn prepare_notify(
     payload: &SupervisorPayload,
     record_fd: i32,
 ) -> Result<(NotifyPrep, std::fs::File, notify::filter::Options), String> {
-    use std::os::fd::FromRawFd;
     notify::kernel_supported().map_err(|e| format!("write notifications: {e}"))?;
-    // SAFETY: F_GETFD/F_SETFD on a descriptor number; a closed one fails with EBADF.
-    if unsafe { libc::fcntl(record_fd, libc::F_SETFD, libc::FD_CLOEXEC) } != 0 {
-        return Err(format!(
-            "the record descriptor {record_fd} is not open: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    // SAFETY: the runner handed this descriptor to the supervisor alone; the child's sweep
-    // closes its copy before exec.
-    let records = unsafe { std::fs::File::from_raw_fd(record_fd) };
+    let records = std::fs::File::from(inherited(record_fd, "record")?);
     let opts = notify::filter::Options {
         record_connects: payload.record_connects,
         refuse_unix_sockets: payload.refuse_unix_sockets,
@@ -423,27 +413,46 @@ fn read_byte(fd: i32) -> Option<u8> {
 
 /// Starts the payload's relays, all or none.
 fn start_relays(relays: &[SandboxRelay]) -> Result<Vec<paddock_portbridge::RelayHandle>, String> {
-    use paddock_portbridge::{RelayOptions, TcpToUnix, UnixToTcp};
+    use paddock_portbridge::{HandoffToTcp, RelayOptions, TcpToUnix};
     let mut handles = Vec::new();
     for relay in relays {
         let handle = match relay {
             SandboxRelay::TcpToUnix { port, socket } => {
                 TcpToUnix::start(*port, std::path::Path::new(&socket.0), RelayOptions::default())
             }
-            SandboxRelay::UnixToTcp { socket, port } => {
+            SandboxRelay::Inbound { fd, ports } => {
+                let channel = inherited(*fd, "inbound connection")?;
                 // A host client may arrive before the task's server listens: it is held
                 // while the server starts (connect_wait), not refused.
                 let options = RelayOptions {
                     connect_wait: std::time::Duration::from_secs(30),
                     ..RelayOptions::default()
                 };
-                let target = std::net::SocketAddr::from(([127, 0, 0, 1], *port));
-                UnixToTcp::start(std::path::Path::new(&socket.0), target, options)
+                let targets: Vec<(u16, std::net::SocketAddr)> = ports
+                    .iter()
+                    .map(|&p| (p, std::net::SocketAddr::from(([127, 0, 0, 1], p))))
+                    .collect();
+                HandoffToTcp::start(channel, &targets, options)
             }
         };
         handles.push(handle.map_err(|e| format!("cannot start a bridge in the sandbox: {e}"))?);
     }
     Ok(handles)
+}
+
+/// Takes a descriptor the runner handed to the supervisor (`what` it is, for the error),
+/// close-on-exec from now on; the child's sweep closes its copy before the task runs.
+fn inherited(fd: i32, what: &str) -> Result<std::os::fd::OwnedFd, String> {
+    // SAFETY: F_SETFD on a descriptor number; a closed one fails with EBADF.
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } != 0 {
+        return Err(format!(
+            "the {what} descriptor {fd} is not open: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: the descriptor is open (checked above) and the payload gives it to the
+    // supervisor alone.
+    Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
 }
 
 /// The child's side of the notification setup: installs the filter with a listener, sends

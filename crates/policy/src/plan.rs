@@ -111,13 +111,15 @@ pub struct Payload {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case", tag = "kind")]
 pub enum BridgeSpec {
-    /// Host `127.0.0.1:port` accepts connections and relays them to the task's loopback
-    /// port through a unix socket in the runtime dir (`allow.local-ports`).
+    /// Host `127.0.0.1:PORT` accepts connections for each of `ports` and hands each one over
+    /// (the connected socket itself) to the sandbox, which relays it to the task's loopback
+    /// port (`allow.local-ports`).
     Inbound {
-        /// The port on both sides.
-        port: u16,
-        /// The unix socket (in the runtime dir) the in-sandbox end serves.
-        socket: AbsPathBuf,
+        /// The ports, the same on both sides.
+        ports: Vec<u16>,
+        /// The descriptor in the child on which the sandbox receives the connections: the
+        /// runner keeps the other end of a socket pair it creates for the run.
+        fd: i32,
     },
     /// The task's `127.0.0.1:port` reaches the host's `127.0.0.1:port` (`allow.host-ports`).
     Outbound {

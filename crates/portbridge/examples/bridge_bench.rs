@@ -5,7 +5,9 @@
 //! - `direct`: TCP client to the TCP server on 127.0.0.1.
 //! - `relay`: TCP client -> [`TcpToUnix`] -> unix-socket server (one relay).
 //! - `chain`: TCP client -> [`TcpToUnix`] -> unix socket -> [`UnixToTcp`] -> TCP server: what
-//!   an inbound port grant runs (the second relay lives in the sandbox in real use).
+//!   an inbound port grant ran before handoff (the second relay in the sandbox).
+//! - `handoff`: TCP client -> [`TcpHandoff`] hands the connection over a channel ->
+//!   [`HandoffToTcp`] relays it to the TCP server: what an inbound port grant runs.
 //! - `socat-relay` / `socat-chain`: the same with socat processes.
 //!
 //! Every path is warmed up, then measured in interleaved rounds (each round runs every path
@@ -27,7 +29,9 @@ use std::process::{Child, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use paddock_portbridge::{RelayOptions, TcpToUnix, UnixToTcp};
+use paddock_portbridge::{
+    HandoffToTcp, RelayOptions, TcpHandoff, TcpToUnix, UnixToTcp, handoff_channel,
+};
 
 const SOCAT: &str = "/usr/bin/socat";
 const CHUNK: usize = 128 * 1024;
@@ -221,9 +225,19 @@ fn main() {
     let _inner = UnixToTcp::start(&mid, server, RelayOptions::default()).expect("inner");
     let outer = TcpToUnix::start(0, &mid, RelayOptions::default()).expect("outer");
     let chain_addr = outer.local_addr().expect("chain addr");
+    let (host_end, sandbox_end) = handoff_channel().expect("handoff channel");
+    let handoff = TcpHandoff::start(&[0], host_end).expect("handoff");
+    let handoff_addr = handoff.local_addr().expect("handoff addr");
+    let _receiver =
+        HandoffToTcp::start(sandbox_end, &[(handoff_addr.port(), server)], RelayOptions::default())
+            .expect("handoff receiver");
 
-    let mut rows: Vec<(&str, SocketAddr)> =
-        vec![("direct", server), ("relay", relay_addr), ("chain", chain_addr)];
+    let mut rows: Vec<(&str, SocketAddr)> = vec![
+        ("direct", server),
+        ("relay", relay_addr),
+        ("chain", chain_addr),
+        ("handoff", handoff_addr),
+    ];
     let wanted = |name: &str| args.only.as_ref().is_none_or(|only| only.iter().any(|o| o == name));
     let mut socats = Socat(Vec::new());
     if !wanted("socat-relay") && !wanted("socat-chain") {
@@ -259,7 +273,7 @@ fn main() {
         rows.retain(|(name, _)| wanted(name));
         assert!(
             !rows.is_empty(),
-            "--only names none of: direct, relay, chain, socat-relay, socat-chain"
+            "--only names none of: direct, relay, chain, handoff, socat-relay, socat-chain"
         );
     }
     let socat_pids: Vec<u32> = socats.0.iter().map(Child::id).collect();

@@ -143,6 +143,7 @@ fn accept_loop(wake_rx: &UnixStream, control: &Receiver<Control>) {
                 }
             }
         }
+        let mut ended = Vec::new();
         for (pfd, key) in fds[1..].iter().zip(&keys) {
             if pfd.revents == 0 {
                 continue;
@@ -152,6 +153,12 @@ fn accept_loop(wake_rx: &UnixStream, control: &Receiver<Control>) {
                 match listener.accept() {
                     Ok(conn) => service.serve(conn),
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                        // A handoff channel whose sender is gone: nothing more will come,
+                        // and it would stay readable forever.
+                        ended.push(*key);
+                        break;
+                    }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => {}
                     Err(_) => {
@@ -162,6 +169,9 @@ fn accept_loop(wake_rx: &UnixStream, control: &Receiver<Control>) {
                     }
                 }
             }
+        }
+        for key in ended {
+            listeners.remove(&key);
         }
     }
 }

@@ -5,7 +5,10 @@
 //! its policy grants beyond that is carried over unix sockets in the task's runtime dir:
 //!
 //! - **Port bridges** ([`TcpToUnix`], [`UnixToTcp`]) join a host loopback port and a unix
-//!   socket, in either direction (`allow.local-ports`, `allow.host-ports`).
+//!   socket, in either direction (`allow.host-ports`, the proxy's port in the sandbox).
+//! - **Handoff** ([`TcpHandoff`], [`HandoffToTcp`], [`handoff_channel`]): the host accepts
+//!   on its loopback port and passes each connected socket over a descriptor channel to the
+//!   sandbox, which relays it to the task's server (`allow.local-ports`).
 //! - The **egress proxy** ([`Proxy`]) serves HTTP (absolute-URI and CONNECT) and SOCKS5 on
 //!   one unix socket per task ([`Proxy::add_task`]), each task with its own [`TaskRules`]
 //!   (`allow.network`, `deny.network`). Names are checked before any DNS lookup, IP literals
@@ -29,7 +32,7 @@
 //! std::fs::create_dir_all(&dir)?;
 //! let server = std::net::TcpListener::bind("127.0.0.1:0")?;
 //! let sock = dir.join("s");
-//! // Host port -> unix socket -> the server: what an inbound port grant builds.
+//! // Host port -> unix socket -> the server: two relays joined by a unix socket.
 //! let inner = UnixToTcp::start(&sock, server.local_addr()?, RelayOptions::default())?;
 //! let outer = TcpToUnix::start(0, &sock, RelayOptions::default())?;
 //! let mut client = std::net::TcpStream::connect(outer.local_addr().unwrap())?;
@@ -97,6 +100,7 @@
 mod acceptor;
 mod env;
 mod error;
+mod handoff;
 mod pool;
 mod proxy;
 mod pump;
@@ -108,6 +112,7 @@ mod tracker;
 
 pub use env::proxy_env;
 pub use error::{Error, Result};
+pub use handoff::{HandoffToTcp, TcpHandoff, handoff_channel};
 pub use proxy::{
     Proxy, ProxyOptions, Refusal, RefusalReason, Resolver, StaticResolver, SystemResolver,
     TaskHandle, TaskRules,

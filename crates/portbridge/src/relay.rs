@@ -86,9 +86,12 @@ impl TcpToUnix {
 }
 
 #[derive(Clone, Debug)]
-enum Target {
+pub(crate) enum Target {
     Tcp(SocketAddr),
     Unix(PathBuf),
+    /// The TCP address listed for the local port of the client's socket (a handed-over
+    /// connection: the host port it was accepted on); a client of another port is closed.
+    ByPort(Vec<(u16, SocketAddr)>),
 }
 
 /// A running relay. Dropping it (or [`stop`](RelayHandle::stop)) closes the listener (and
@@ -97,27 +100,45 @@ enum Target {
 pub struct RelayHandle {
     acceptor: Option<Acceptor>,
     tracker: Arc<Tracker>,
-    local_addr: Option<SocketAddr>,
+    local_addrs: Vec<SocketAddr>,
 }
 
 impl RelayHandle {
-    fn start(
+    pub(crate) fn start(
         listener: Listener,
         target: Target,
         options: RelayOptions,
         name: &str,
     ) -> Result<RelayHandle> {
         let tracker = Tracker::new("pb-relay");
-        let local_addr = listener.local_addr();
-        let acceptor = Acceptor::start(name)?;
         let service = Arc::new(RelayService { tracker: Arc::clone(&tracker), target, options });
-        acceptor.add(0, listener, service);
-        Ok(RelayHandle { acceptor: Some(acceptor), tracker, local_addr })
+        RelayHandle::serve(vec![listener], service, tracker, name)
     }
 
-    /// The TCP address listened on, for a [`TcpToUnix`] relay.
+    /// Serves every listener with `service` on one accept thread named `name`.
+    pub(crate) fn serve(
+        listeners: Vec<Listener>,
+        service: Arc<dyn Service>,
+        tracker: Arc<Tracker>,
+        name: &str,
+    ) -> Result<RelayHandle> {
+        let local_addrs = listeners.iter().filter_map(Listener::local_addr).collect();
+        let acceptor = Acceptor::start(name)?;
+        for (key, listener) in (0u64..).zip(listeners) {
+            acceptor.add(key, listener, Arc::clone(&service));
+        }
+        Ok(RelayHandle { acceptor: Some(acceptor), tracker, local_addrs })
+    }
+
+    /// The TCP address listened on, for a [`TcpToUnix`] relay (the first one of a
+    /// [`TcpHandoff`](crate::TcpHandoff)).
     pub fn local_addr(&self) -> Option<SocketAddr> {
-        self.local_addr
+        self.local_addrs.first().copied()
+    }
+
+    /// Every TCP address listened on, in the order the ports were given.
+    pub fn local_addrs(&self) -> &[SocketAddr] {
+        &self.local_addrs
     }
 
     /// Totals so far.
@@ -157,8 +178,17 @@ struct RelayService {
 
 impl Service for RelayService {
     fn serve(&self, conn: Stream) {
+        let target = match &self.target {
+            Target::ByPort(targets) => {
+                let port = conn.local_port();
+                match targets.iter().find(|(p, _)| Some(*p) == port) {
+                    Some((_, addr)) => Target::Tcp(*addr),
+                    None => return,
+                }
+            }
+            target => target.clone(),
+        };
         let Some(guard) = self.tracker.begin(&conn, self.options.max_connections) else { return };
-        let target = self.target.clone();
         let options = self.options.clone();
         // On failure the job is dropped, which closes the client and ends its registration.
         self.tracker.pool.run(Box::new(move || run(conn, &guard, &target, &options)));
@@ -183,6 +213,8 @@ fn connect_with_wait(target: &Target, options: &RelayOptions, tracker: &Tracker)
             Target::Tcp(addr) => stream::connect_tcp(*addr, options.connect_timeout),
             Target::Unix(path) if options.refuse_symlink => stream::connect_unix_no_follow(path),
             Target::Unix(path) => stream::connect_unix(path),
+            // Resolved to `Tcp` per connection (`RelayService::serve`).
+            Target::ByPort(_) => return None,
         };
         match attempt {
             Ok(s) => return Some(s),

@@ -75,6 +75,14 @@ impl Stream {
         }
     }
 
+    /// The local port of a TCP stream.
+    pub(crate) fn local_port(&self) -> Option<u16> {
+        match self {
+            Stream::Tcp(s) => s.local_addr().ok().map(|a| a.port()),
+            Stream::Unix(_) => None,
+        }
+    }
+
     /// Prepares a fresh stream: blocking (an accepted socket inherits `O_NONBLOCK` from its
     /// listener on macOS), no SIGPIPE on macOS, no Nagle delay for TCP, and for a unix
     /// socket a send buffer of [`UNIX_SEND_BUFFER`].
@@ -235,6 +243,9 @@ pub(crate) fn connect_tcp(addr: SocketAddr, timeout: Duration) -> io::Result<Str
 pub(crate) enum Listener {
     Tcp(TcpListener),
     Unix(UnixSocketFile),
+    /// The receiving end of a handoff channel: "accepting" takes the next connection
+    /// handed over (see `handoff`).
+    Handoff(std::os::fd::OwnedFd),
 }
 
 impl Listener {
@@ -261,6 +272,8 @@ impl Listener {
         let stream = match self {
             Listener::Tcp(l) => Stream::Tcp(l.accept()?.0),
             Listener::Unix(u) => Stream::Unix(u.listener.accept()?.0),
+            // Prepared already.
+            Listener::Handoff(channel) => return crate::handoff::receive(channel),
         };
         stream.prepare()
     }
@@ -269,6 +282,7 @@ impl Listener {
         match self {
             Listener::Tcp(l) => l.as_raw_fd(),
             Listener::Unix(u) => u.listener.as_raw_fd(),
+            Listener::Handoff(channel) => channel.as_raw_fd(),
         }
     }
 
@@ -276,7 +290,7 @@ impl Listener {
     pub(crate) fn local_addr(&self) -> Option<SocketAddr> {
         match self {
             Listener::Tcp(l) => l.local_addr().ok(),
-            Listener::Unix(_) => None,
+            Listener::Unix(_) | Listener::Handoff(_) => None,
         }
     }
 }

@@ -136,6 +136,17 @@ impl Tracker {
         Some(ConnGuard { tracker: Arc::clone(self), id, counters })
     }
 
+    /// Counts a connection passed on without being served here (handed over to another
+    /// process): accepted when it was passed on, rejected when it was closed instead.
+    pub(crate) fn tally(&self, passed_on: bool) {
+        let mut inner = self.lock();
+        if passed_on {
+            inner.accepted += 1;
+        } else {
+            inner.rejected += 1;
+        }
+    }
+
     /// Registers another socket of connection `id` (the target side). False when stopping:
     /// the caller must then drop it.
     pub(crate) fn add_socket(&self, id: u64, socket: &Stream) -> bool {

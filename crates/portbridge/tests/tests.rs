@@ -11,5 +11,9 @@ mod util;
 // Port bridges: both directions, half-close, hang-ups, concurrency, shutdown, errors.
 mod relay;
 
+// Inbound grants by handing connections over a descriptor channel.
+#[cfg(target_os = "linux")]
+mod handoff;
+
 // The egress proxy: NET cases, HTTP and SOCKS5, per-task rules, caps and cleanup.
 mod proxy;

@@ -157,6 +157,24 @@ pub fn thread_count() -> usize {
     std::fs::read_dir("/proc/self/task").map(|d| d.count()).unwrap_or(0)
 }
 
+/// User plus system clock ticks of this process's thread named `name`, if there is one.
+#[cfg(target_os = "linux")]
+pub fn thread_cpu_ticks(name: &str) -> Option<u64> {
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim_end() != name {
+            continue;
+        }
+        let stat = std::fs::read_to_string(task.path().join("stat")).ok()?;
+        // Fields after the parenthesized name: state is field 3, utime 14, stime 15.
+        let rest = &stat[stat.rfind(')')? + 2..];
+        let fields: Vec<&str> = rest.split(' ').collect();
+        let ticks = |i: usize| fields.get(i - 3).and_then(|f| f.parse::<u64>().ok());
+        return Some(ticks(14)? + ticks(15)?);
+    }
+    None
+}
+
 /// Polls `cond` until it holds or `limit` passes.
 pub fn wait_for(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let end = Instant::now() + limit;

@@ -132,7 +132,7 @@ fn a_granted_name_resolving_into_the_lan_needs_that_ip_granted() {
 #[test]
 fn net18_a_port_grant_is_loopback_only_private_and_for_its_own_task() {
     // NET-18 beyond the granted port answering: the host end is not on the LAN address, a
-    // server the task binds on every interface stays unreachable, the bridge sockets are
+    // server the task binds on every interface stays unreachable, the bridge socket is
     // 0600, and another task reaches the port neither directly nor through its proxy.
     if !Path::new("/usr/bin/python3").exists() {
         eprintln!("SKIPPED: NET-18's all-interfaces server is python3 -m http.server");
@@ -170,17 +170,18 @@ fn net18_a_port_grant_is_loopback_only_private_and_for_its_own_task() {
         for addr in ["127.0.0.1", "10.77.0.1"] {
             assert!(TcpStream::connect((addr, z)).is_err(), "{addr}:{z} reached the task");
         }
+        // The inbound grant has no socket file (its channel is a descriptor); the proxy's
+        // socket is private.
         let runtime = std::fs::read_dir(xdg.join("paddock"))
             .unwrap()
             .flatten()
             .map(|e| e.path())
-            .find(|p| p.join(format!("in/in-{g}")).exists())
-            .expect("no runtime dir with the inbound socket");
-        for sock in [format!("in/in-{g}"), "net/proxy".to_owned()] {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(runtime.join(&sock)).unwrap().permissions().mode();
-            assert_eq!(mode & 0o777, 0o600, "{sock} is {mode:o}");
-        }
+            .find(|p| p.join("net/proxy").exists())
+            .expect("no runtime dir with the proxy socket");
+        assert!(!runtime.join("in").exists(), "an inbound socket directory");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(runtime.join("net/proxy")).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "net/proxy is {mode:o}");
         // Another task (another project: this one's grant holds the host port): its own
         // loopback has nothing on the port, and its proxy refuses it.
         let other = Scratch::new("net-18-other");

@@ -254,7 +254,12 @@ impl Scratch {
     ) -> RunOutcome {
         let runtime = paddock::runtime_dir::RuntimeDir::create().unwrap();
         let plan = self.plan(policy, runtime.path().as_path(), probe_args);
-        let opts = RunOptions { timeout, grace: Duration::from_millis(500), capture: true };
+        let opts = RunOptions {
+            timeout,
+            grace: Duration::from_millis(500),
+            capture: true,
+            inherit: Vec::new(),
+        };
         run_plan_in(&plan, &opts, Some(runtime.path().as_path())).unwrap()
     }
 }
@@ -438,7 +443,12 @@ fn exit_codes_follow_the_shell() {
     assert!(outcome.max_rss_kib > 0 && outcome.cpu_time > Duration::ZERO, "rusage: {outcome:?}");
     let runtime = paddock::runtime_dir::RuntimeDir::create().unwrap();
     let mut plan = s.plan(&p, runtime.path().as_path(), &[]);
-    let opts = RunOptions { timeout: None, grace: Duration::from_millis(200), capture: true };
+    let opts = RunOptions {
+        timeout: None,
+        grace: Duration::from_millis(200),
+        capture: true,
+        inherit: Vec::new(),
+    };
     // A program that is not there: 127.
     set_program(&mut plan, "no-such-program-xyz");
     assert_eq!(run_plan_in(&plan, &opts, None).unwrap().exit_code, 127);
@@ -478,7 +488,12 @@ fn sigterm_to_the_runner_reaches_the_task_politely() {
     });
     let runtime = paddock::runtime_dir::RuntimeDir::create().unwrap();
     let plan = s.plan(&s.policy(), runtime.path().as_path(), &["sleep"]);
-    let opts = RunOptions { timeout: None, grace: Duration::from_secs(10), capture: true };
+    let opts = RunOptions {
+        timeout: None,
+        grace: Duration::from_secs(10),
+        capture: true,
+        inherit: Vec::new(),
+    };
     let start = std::time::Instant::now();
     let outcome = run_plan_in(&plan, &opts, None).unwrap();
     killer.join().unwrap();
@@ -499,7 +514,12 @@ fn a_corrupt_filter_fails_closed() {
         s.plan(&s.policy(), runtime.path().as_path(), &["write", target.to_str().unwrap()]);
     let bpf = plan.payloads.iter_mut().find(|p| p.name == "seccomp-bpf").unwrap();
     bpf.bytes = vec![0xff; 16];
-    let opts = RunOptions { timeout: None, grace: Duration::from_millis(200), capture: true };
+    let opts = RunOptions {
+        timeout: None,
+        grace: Duration::from_millis(200),
+        capture: true,
+        inherit: Vec::new(),
+    };
     let outcome = run_plan_in(&plan, &opts, None).unwrap();
     assert_eq!(outcome.exit_code, 125, "{}", String::from_utf8_lossy(&outcome.stderr));
     assert!(!target.exists(), "the task never ran");

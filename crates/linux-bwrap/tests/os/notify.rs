@@ -115,6 +115,7 @@ fn observe_program(
         timeout: Some(Duration::from_secs(20)),
         grace: Duration::from_millis(300),
         capture: true,
+        inherit: Vec::new(),
     };
     let outcome = run_plan_with(
         &plan,
@@ -425,6 +426,7 @@ fn observe_leaves_fuse_anchors_to_the_observer() {
         Output::Piped,
         Some(runtime.path().as_path()),
         vec![(OwnedFd::from(write), RECORD_FD)],
+        &[],
         Some(&mount),
     )
     .unwrap();

@@ -110,6 +110,7 @@ pub(super) fn observer_records_hidden_lookups_listings_and_writes() {
         Output::Piped,
         Some(runtime.path().as_path()),
         vec![(record_w, RECORD_FD)],
+        &[],
         Some(&mount),
     )
     .unwrap();
@@ -249,6 +250,7 @@ pub(super) fn run_observed_sleep(args: &[OsString]) -> i32 {
         Output::Inherit,
         Some(runtime.path().as_path()),
         vec![(record_w, RECORD_FD)],
+        &[],
         Some(&mount),
     )
     .unwrap();
@@ -275,6 +277,7 @@ pub(super) fn run_script(args: &[OsString]) -> i32 {
         Output::Inherit,
         Some(runtime.path().as_path()),
         vec![(record_w, RECORD_FD)],
+        &[],
         opened.as_ref().map(|o| &o.0),
     )
     .unwrap();
