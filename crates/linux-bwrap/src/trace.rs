@@ -113,10 +113,9 @@ pub fn attach(mut plan: SpawnPlan) -> Result<SpawnPlan, crate::Error> {
 }
 
 /// Wraps `plan` in strace. The trace descriptor is the first number above every descriptor
-/// the plan already hands its child, so it collides with none of them.
+/// the plan already hands its child ([`SpawnPlan::free_fd`]), so it collides with none.
 pub fn wrap(mut plan: SpawnPlan, opts: &TraceOptions) -> Traced {
-    let highest = plan.payloads.iter().map(|p| p.fd).chain(plan.signal_fd).max().unwrap_or(2);
-    let fd = highest.max(2) + 1;
+    let fd = plan.free_fd();
     let mut argv: Vec<OsString> = vec!["strace".into()];
     argv.extend(strace_options(opts.seccomp_bpf, OsStr::new(&format!("/proc/self/fd/{fd}"))));
     argv.push(plan.program.as_os_str().to_os_string());
@@ -202,7 +201,11 @@ mod tests {
         assert!(argv.contains(&"/proc/self/fd/10"));
         let dash = argv.iter().position(|a| *a == "--").unwrap();
         assert_eq!(argv[dash + 1..], ["/usr/bin/bwrap", "--args", "3"]);
-        let plain = wrap(plan(), &TraceOptions { seccomp_bpf: false, ..opts });
+        let plain = wrap(plan(), &TraceOptions { seccomp_bpf: false, ..opts.clone() });
         assert!(!plain.plan.argv.iter().any(|a| a == "--seccomp-bpf"));
+        // A port grant's channel is a descriptor of the child too.
+        let mut granted = plan();
+        granted.bridges.push(paddock_policy::BridgeSpec::Inbound { ports: vec![80], fd: 12 });
+        assert_eq!(wrap(granted, &opts).fd, 13);
     }
 }

@@ -49,6 +49,28 @@ pub struct SpawnPlan {
     pub observer: Option<ObserverPlan>,
 }
 
+impl SpawnPlan {
+    /// The first descriptor number above every one the plan hands its child (payloads, the
+    /// signal channel, the observer's records, bridge channels), and above 2: where a
+    /// runner may put a descriptor of its own without a collision.
+    pub fn free_fd(&self) -> i32 {
+        let bridges = self.bridges.iter().filter_map(|b| match b {
+            BridgeSpec::Inbound { fd, .. } => Some(*fd),
+            BridgeSpec::Outbound { .. } | BridgeSpec::Proxy { .. } => None,
+        });
+        let highest = self
+            .payloads
+            .iter()
+            .map(|p| p.fd)
+            .chain(self.signal_fd)
+            .chain(self.observer.as_ref().map(|o| o.record_fd))
+            .chain(bridges)
+            .max()
+            .unwrap_or(2);
+        highest.max(2) + 1
+    }
+}
+
 /// How the runner serves the observers of an `--itemize observe` run (Linux).
 ///
 /// The runner opens `/dev/fuse`, serves the observer filesystem on it for the task's lifetime
