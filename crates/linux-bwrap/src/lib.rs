@@ -41,6 +41,8 @@ mod error;
 #[cfg(target_os = "linux")]
 pub mod fdpass;
 #[cfg(target_os = "linux")]
+mod launch;
+#[cfg(target_os = "linux")]
 pub mod notify;
 #[cfg(target_os = "linux")]
 pub mod observe_fs;

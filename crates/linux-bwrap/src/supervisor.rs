@@ -25,12 +25,11 @@
 //! Exit codes of its own: 125 (supervisor error, the task never ran), 126 (found but not
 //! executable), 127 (not found), as a shell would.
 
-use std::ffi::{CString, OsStr, OsString};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::ffi::{CString, OsString};
 
+use crate::launch::{self, Launch, die};
 use crate::notify;
 use crate::payload::{SandboxRelay, SupervisorPayload};
-use crate::seccomp;
 
 /// Exit code when the supervisor itself fails and the task never ran.
 pub const EXIT_SUPERVISOR: i32 = 125;
@@ -86,18 +85,10 @@ fn read_fd(fd: i32) -> Result<Vec<u8>, String> {
     Ok(buf)
 }
 
-fn cstring(bytes: &OsStr) -> Result<CString, String> {
-    CString::new(bytes.as_bytes()).map_err(|_| format!("{:?} contains a NUL byte", bytes))
-}
-
 /// Everything the child needs, prepared before `fork` so that the child allocates nothing.
 struct Prepared {
-    candidates: Vec<CString>,
-    argv: CArray,
-    env: CArray,
+    launch: Launch,
     cwd: CString,
-    bpf: Vec<u8>,
-    program: OsString,
     /// The gate pipe (read, write): the child closes its copy of the write end and waits
     /// for EOF on the read end before it runs anything.
     gate: Option<(i32, i32)>,
@@ -118,88 +109,13 @@ struct NotifyPrep {
 const NOTIFY_SOCK_FD: i32 = 3;
 
 fn prepare(payload: &SupervisorPayload, bpf: Vec<u8>) -> Result<Prepared, String> {
-    let program = payload.program.0.clone();
-    let argv = payload.args.iter().map(|a| cstring(&a.0)).collect::<Result<Vec<_>, _>>()?;
-    let mut env = Vec::new();
-    let mut path_var = None;
-    for (k, v) in &payload.env {
-        if k.0 == "PATH" {
-            path_var = Some(v.0.clone());
-        }
-        let mut kv = k.0.clone().into_vec();
-        kv.push(b'=');
-        kv.extend_from_slice(v.0.as_bytes());
-        env.push(
-            CString::new(kv)
-                .map_err(|_| "an environment variable contains a NUL byte".to_owned())?,
-        );
-    }
-    let candidates = if program.as_bytes().contains(&b'/') {
-        vec![cstring(&program)?]
-    } else if program.is_empty() {
-        Vec::new()
-    } else {
-        // PATH lookup inside the sandbox, as execvp does; an empty entry means the cwd.
-        let path = path_var.unwrap_or_else(|| OsString::from("/usr/local/bin:/usr/bin:/bin"));
-        path.as_bytes()
-            .split(|b| *b == b':')
-            .map(|dir| {
-                let mut full = if dir.is_empty() { b".".to_vec() } else { dir.to_vec() };
-                full.push(b'/');
-                full.extend_from_slice(program.as_bytes());
-                CString::new(full).map_err(|_| "PATH contains a NUL byte".to_owned())
-            })
-            .collect::<Result<Vec<_>, _>>()?
-            .into_iter()
-            .filter(may_exist)
-            .collect()
-    };
-    Ok(Prepared {
-        candidates,
-        argv: CArray::new(argv),
-        env: CArray::new(env),
-        cwd: cstring(&payload.cwd.0)?,
+    let launch = Launch::new(
+        &payload.program.0,
+        payload.args.iter().map(|a| a.0.as_os_str()),
+        payload.env.iter().map(|(k, v)| (k.0.as_os_str(), v.0.as_os_str())),
         bpf,
-        program,
-        gate: None,
-        notify: None,
-    })
-}
-
-/// False when `candidate` is an absolute path that does not exist here. The PATH lookup
-/// skips those before the fork: a failed `execve` costs several times a `stat`, and a PATH
-/// of ten entries is common. Relative entries stay (the task's cwd is entered after the
-/// fork), and so does anything `stat` cannot rule out: `execve` has the last word.
-fn may_exist(candidate: &CString) -> bool {
-    if candidate.as_bytes().first() != Some(&b'/') {
-        return true;
-    }
-    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-    // SAFETY: a NUL-terminated path and a buffer of the right size for stat to fill.
-    if unsafe { libc::stat(candidate.as_ptr(), st.as_mut_ptr()) } == 0 {
-        return true;
-    }
-    let err = std::io::Error::last_os_error().raw_os_error();
-    !matches!(err, Some(libc::ENOENT) | Some(libc::ENOTDIR))
-}
-
-/// Strings and the NULL-terminated pointer array `execve` takes, made before the fork. The
-/// pointers point into the strings' heap buffers, which stay put when the struct moves.
-struct CArray {
-    strings: Vec<CString>,
-    ptrs: Vec<*const libc::c_char>,
-}
-
-impl CArray {
-    fn new(strings: Vec<CString>) -> CArray {
-        let ptrs = strings.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null()));
-        CArray { ptrs: ptrs.collect(), strings }
-    }
-
-    fn as_ptr(&self) -> *const *const libc::c_char {
-        debug_assert_eq!(self.ptrs.len(), self.strings.len() + 1);
-        self.ptrs.as_ptr()
-    }
+    )?;
+    Ok(Prepared { launch, cwd: launch::cstring(&payload.cwd.0)?, gate: None, notify: None })
 }
 
 /// Takes the record descriptor and prepares the notification filter and its socket pair.
@@ -507,13 +423,6 @@ fn install_notify(program: &[libc::sock_filter]) {
 
 /// The task's side of the fork. Never returns.
 fn child(p: &Prepared, mask: &libc::sigset_t) -> ! {
-    fn die(code: i32, msg: &[u8]) -> ! {
-        // SAFETY: write and _exit are async-signal-safe; the buffer is valid.
-        unsafe {
-            libc::write(2, msg.as_ptr().cast(), msg.len());
-            libc::_exit(code)
-        }
-    }
     // SAFETY: plain syscalls on our own process with valid arguments.
     unsafe {
         if let Some((gate, write_end)) = p.gate {
@@ -529,50 +438,26 @@ fn child(p: &Prepared, mask: &libc::sigset_t) -> ! {
         if libc::chdir(p.cwd.as_ptr()) != 0 {
             die(EXIT_SUPERVISOR, b"paddock: cannot enter the working directory inside the sandbox; is it readable under the policy (grant it with allow.read)?\n");
         }
-        // Every descriptor above 2 goes: payloads, the signal pipe, the signalfd, the record
-        // descriptor (SEC-09, FSR-06); the listener's socket stays at fd 3 until exec.
-        let mut first = 3;
-        if let Some(n) = &p.notify {
-            if n.child_sock != NOTIFY_SOCK_FD && libc::dup2(n.child_sock, NOTIFY_SOCK_FD) < 0 {
-                die(
-                    EXIT_SUPERVISOR,
-                    b"paddock: cannot keep the notification socket; the task was not run\n",
-                );
-            }
-            first = NOTIFY_SOCK_FD + 1;
-        }
-        if libc::syscall(libc::SYS_close_range, first as u32, u32::MAX, 0u32) != 0 {
-            for fd in first..1024 {
-                libc::close(fd);
-            }
-        }
     }
-    if let Err(e) = seccomp::apply(&p.bpf) {
-        let mut msg = format!("paddock: {e}; the task was not run\n").into_bytes();
-        msg.truncate(512);
-        die(EXIT_SUPERVISOR, &msg);
-    }
+    // Every descriptor above 2 goes: payloads, the signal pipe, the signalfd, the record
+    // descriptor (SEC-09, FSR-06); the listener's socket stays at fd 3 until exec.
+    let mut first = 3;
     if let Some(n) = &p.notify {
-        install_notify(&n.program);
-    }
-    let mut denied = false;
-    for cand in &p.candidates {
-        // SAFETY: NUL-terminated arrays of valid C strings that outlive the call.
-        unsafe { libc::execve(cand.as_ptr(), p.argv.as_ptr(), p.env.as_ptr()) };
-        let err = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-        if err == libc::EACCES || err == libc::EPERM || err == libc::ENOEXEC || err == libc::EISDIR
+        // SAFETY: dup2 on descriptors of our own process.
+        if n.child_sock != NOTIFY_SOCK_FD && unsafe { libc::dup2(n.child_sock, NOTIFY_SOCK_FD) } < 0
         {
-            denied = true;
+            die(
+                EXIT_SUPERVISOR,
+                b"paddock: cannot keep the notification socket; the task was not run\n",
+            );
         }
+        first = NOTIFY_SOCK_FD + 1;
     }
-    let mut msg = b"paddock: ".to_vec();
-    msg.extend_from_slice(p.program.as_bytes());
-    if denied {
-        msg.extend_from_slice(b": permission denied (not executable)\n");
-        die(EXIT_NOT_EXECUTABLE, &msg)
-    }
-    msg.extend_from_slice(b": command not found in the sandbox\n");
-    die(EXIT_NOT_FOUND, &msg)
+    p.launch.exec(first, || {
+        if let Some(n) = &p.notify {
+            install_notify(&n.program);
+        }
+    })
 }
 
 fn status_code(status: i32) -> i32 {
@@ -663,7 +548,6 @@ fn is_polite(sig: i32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::payload::Bytes;
 
     #[test]
     fn args_accept_full_or_trailing_argv() {
@@ -672,44 +556,6 @@ mod tests {
         assert_eq!(parse_args(&full), Ok(4));
         assert_eq!(parse_args(&full[2..]), Ok(4));
         assert!(parse_args(&full[..2]).is_err());
-    }
-
-    #[test]
-    fn path_lookup_skips_absolute_entries_that_do_not_exist() {
-        let dir = std::env::temp_dir().join(format!("paddock-path-{}", std::process::id()));
-        let (empty, found) = (dir.join("empty"), dir.join("found"));
-        std::fs::create_dir_all(&empty).unwrap();
-        std::fs::create_dir_all(&found).unwrap();
-        std::fs::write(found.join("tool"), b"").unwrap();
-        let path = format!(
-            "{}:{}:{}::rel",
-            dir.join("missing").display(),
-            empty.display(),
-            found.display()
-        );
-        let payload = SupervisorPayload {
-            program: Bytes("tool".into()),
-            args: vec![Bytes("tool".into()), Bytes("-v".into())],
-            env: vec![(Bytes("PATH".into()), Bytes(path.into()))],
-            cwd: Bytes("/".into()),
-            seccomp_fd: 5,
-            signal_fd: None,
-            relays: Vec::new(),
-            record_fd: None,
-            record_connects: false,
-            refuse_unix_sockets: false,
-            wait_for_tracer: false,
-        };
-        // A missing directory and a directory without `tool` are skipped (ENOENT); the one
-        // with it stays, and so do the relative entries, which only mean something in the
-        // task's cwd.
-        let prepared = prepare(&payload, Vec::new()).unwrap();
-        let got: Vec<&[u8]> = prepared.candidates.iter().map(|c| c.as_bytes()).collect();
-        let existing = format!("{}/tool", found.display());
-        assert_eq!(got, [existing.as_bytes(), b"./tool", b"rel/tool"]);
-        assert_eq!(prepared.argv.ptrs.len(), 3);
-        assert!(prepared.argv.ptrs[2].is_null());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
