@@ -22,6 +22,28 @@ fn exit_statuses() {
 }
 
 #[test]
+fn the_task_starts_with_the_default_signal_dispositions() {
+    // paddock and its supervisor are Rust programs, which ignore SIGPIPE; an ignored signal
+    // survives execve, and a task that inherited it would see `yes | head -1` end with
+    // "Broken pipe" errors instead of a quiet SIGPIPE, as outside the sandbox.
+    if !require_os_sandbox() {
+        return;
+    }
+    let s = Scratch::new("sigpipe");
+    let script = "grep SigIgn /proc/self/status; yes | head -n 1 >/dev/null";
+    let out = s.paddock().args(["run", "--", "sh", "-c", script]).output().unwrap();
+    let (stdout, stderr) =
+        (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let ignored = stdout
+        .trim()
+        .strip_prefix("SigIgn:")
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .unwrap_or_else(|| panic!("no SigIgn line: {out:?}"));
+    assert_eq!(ignored & (1 << (libc::SIGPIPE - 1)), 0, "SIGPIPE is ignored in the task");
+    assert!(!stderr.contains("Broken pipe"), "{stderr}");
+}
+
+#[test]
 fn timeout_exits_124_and_kills_the_task() {
     if !require_os_sandbox() {
         return;

@@ -1,7 +1,8 @@
 //! Executing the task: its program, arguments and environment turned into C strings and the
 //! `PATH` candidates found before a `fork` ([`Launch::new`]), and after it the exec itself
-//! ([`Launch::exec`]): every descriptor above 2 closed, no_new_privs and the seccomp filter,
-//! `execve` over the candidates, and 126 or 127 as a shell would when none runs.
+//! ([`Launch::exec`]): every descriptor above 2 closed, SIGPIPE back to its default,
+//! no_new_privs and the seccomp filter, `execve` over the candidates, and 126 or 127 as a
+//! shell would when none runs.
 //!
 //! The supervisor's child runs it, and so does `__shim` when strace runs inside the sandbox
 //! (see `crate::shim`): then strace executes the shim and the shim executes the task.
@@ -70,6 +71,10 @@ impl Launch {
                 }
             }
         }
+        // The supervisor is a Rust program, which ignores SIGPIPE, and an ignored signal
+        // survives execve: the task starts with the default, as std's `Command` gives.
+        // SAFETY: signal(2) with a valid signal number and SIG_DFL, async-signal-safe.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
         if let Err(e) = seccomp::apply(&self.bpf) {
             let mut msg = format!("paddock: {e}; the task was not run\n").into_bytes();
             msg.truncate(512);
