@@ -162,6 +162,16 @@ pub fn seccomp_bpf() -> bool {
     e2e_mode() == "auto-strace"
 }
 
+/// Whether the suite's runs have strace inside the sandbox: `auto` without the observers,
+/// on a kernel whose Landlock scopes signals (without it, strace runs around bwrap).
+pub fn strace_inside() -> bool {
+    // SAFETY: the Landlock version query: no attribute, size 0, flag 1; returns a number.
+    let abi = unsafe {
+        libc::syscall(libc::SYS_landlock_create_ruleset, std::ptr::null::<u8>(), 0usize, 1u32)
+    };
+    seccomp_bpf() && abi >= 6
+}
+
 /// Whether the suite's itemizer ([`itemizer`]) works here. Skips loudly, or panics when OS
 /// tests are required.
 pub fn require_itemizer() -> bool {

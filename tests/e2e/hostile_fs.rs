@@ -408,6 +408,8 @@ fn dev_is_minimal_and_device_nodes_cannot_be_made_fsw13() {
     );
     let allowed = [
         ".paddock-supervisor",
+        // strace, bound read-only when it runs inside the sandbox (`auto` without observers).
+        ".paddock-strace",
         "core",
         "fd",
         "full",

@@ -21,6 +21,12 @@ pub const GAPS: &[(&str, &str)] = &[
          there (no host device is reached, nothing reaches the host)",
     ),
     (
+        "PRC-09b",
+        "without the observers, `auto` runs strace inside the sandbox (--seccomp-bpf needs to \
+         start the task): the task sees a TracerPid; it cannot stop, kill, trace or read strace \
+         (Landlock scopes it out), and reports still come from strace's pipe alone",
+    ),
+    (
         "SYM-03",
         "bwrap 0.8 has no --bind-fd: grants are bound by path after realpath, so a concurrent \
          host-side swap of a granted dir for a symlink races the mount",
@@ -185,4 +191,35 @@ fn unx03c_network_on_reaches_host_abstract_sockets() {
         s.probe(&["--network", "on", "--allow-unix-sockets"], &[&format!("abstract:{name}")]);
     // Today: reachable (the gap); a fix refuses this combination or filters abstract connects.
     assert_eq!(assert_allowed(&o, "abstract", &name), CANARY, "gap closed? update the table");
+}
+
+#[test]
+fn prc09b_strace_inside_the_sandbox_is_visible_but_out_of_reach() {
+    if !require_strace() {
+        return;
+    }
+    // SAFETY: the Landlock version query: no attribute, size 0, flag 1; returns a number.
+    let abi = unsafe {
+        libc::syscall(libc::SYS_landlock_create_ruleset, std::ptr::null::<u8>(), 0usize, 1u32)
+    };
+    if abi < 6 {
+        eprintln!("SKIPPED: Landlock cannot scope signals here; strace runs around bwrap");
+        return;
+    }
+    gap("PRC-09b");
+    let s = Scratch::new("prc09b");
+    let out = s
+        .paddock()
+        .env("PADDOCK_OBSERVERS", "0")
+        .args(["run", "--itemize", "auto", "--timeout", "20", "--", "sh", "-c"])
+        .arg("grep TracerPid /proc/self/status; kill -9 -1; echo x > .bashrc; echo alive")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    // Today: the tracer is visible (the gap) ...
+    assert!(!text.contains("TracerPid:\t0"), "gap closed? update the table: {out:?}");
+    // ... and survives the task's attempt to kill everything, so the run is itemized.
+    assert!(text.contains("alive"), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("denied 1 write to .bashrc"), "{stderr}");
 }

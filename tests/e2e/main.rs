@@ -23,6 +23,8 @@ mod hostile_proc;
 mod learn;
 mod network;
 mod process;
+#[cfg(target_os = "linux")]
+mod strace_inside;
 mod trace_failures;
 mod violations;
 

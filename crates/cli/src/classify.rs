@@ -70,6 +70,9 @@ enum Gate {
     /// strace is attached to the supervisor, whose pid this is once known (0 before):
     /// everything but the supervisor itself is the task.
     Supervisor(std::sync::Arc<std::sync::atomic::AtomicU32>),
+    /// strace runs inside the sandbox and its command is the shim: its first successful
+    /// `execve` is the shim's, the second the task's; everything from then on is the task.
+    Shim { execs: u8 },
 }
 
 impl<H: Host> Classifier<H> {
@@ -123,6 +126,13 @@ impl<H: Host> Classifier<H> {
         self
     }
 
+    /// Ignores everything until the trace's second successful `execve`: strace runs inside
+    /// the sandbox, its command is the shim, and the shim executes the task.
+    pub fn gated_on_shim(mut self) -> Classifier<H> {
+        self.gate = Some(Gate::Shim { execs: 0 });
+        self
+    }
+
     /// Whether `event` is the task's (not the sandbox setup's). Call once per event, in
     /// order: it also moves the gate.
     pub fn is_task(&mut self, event: &Event<'_>) -> bool {
@@ -131,6 +141,16 @@ impl<H: Host> Classifier<H> {
             Some(Gate::Supervisor(pid)) => {
                 let supervisor = pid.load(std::sync::atomic::Ordering::SeqCst);
                 return supervisor != 0 && event.pid.is_some_and(|p| p != supervisor);
+            }
+            Some(Gate::Shim { execs }) if *execs >= 2 => return true,
+            Some(Gate::Shim { execs }) => {
+                if event.syscall().is_some_and(|call| {
+                    call.name == "execve"
+                        && matches!(call.ret, paddock_strace_parse::Return::Value(_))
+                }) {
+                    *execs += 1;
+                }
+                return false;
             }
             Some(Gate::Exec { marker, open, setup_pids }) => (marker, open, setup_pids),
         };

@@ -201,6 +201,31 @@ fn the_sandbox_setup_is_not_the_task() {
 }
 
 #[test]
+fn with_strace_inside_the_shim_is_not_the_task_until_it_executes_it() {
+    // strace's command is the shim: its own calls (the loader's, the PATH candidates that
+    // fail) are setup; the task starts at the second successful execve, in the same pid.
+    let log = r#"3 execve("/dev/.paddock-supervisor", ["/dev/.paddock-supervisor", "__shim"], 0x1 /* 2 vars */) = 0
+3 mkdir("/etc/shim", 0755) = -1 EROFS (Read-only file system)
+3 execve("/usr/local/bin/sh", ["sh"], 0x1 /* 2 vars */) = -1 ENOENT (No such file or directory)
+3 execve("/usr/bin/sh", ["sh", "-c", "mkdir /etc/task"], 0x1 /* 2 vars */) = 0
+3 mkdir("/etc/task", 0755) = -1 EROFS (Read-only file system)
+4 mkdir("/etc/child", 0755) = -1 EROFS (Read-only file system)
+"#;
+    let ctx = Context::new("/home/u/proj", "/home/u").with_env(vec![]);
+    let policy = load_str("", "paddock.toml".as_ref(), Format::Toml).unwrap();
+    let (resolved, _) = resolve(&policy, &ctx, &host()).unwrap();
+    let mut c = Classifier::new(resolved, host(), Path::new("/home/u/proj")).gated_on_shim();
+    let found: Vec<_> = parse_slice(log.as_bytes())
+        .filter_map(|r| match r {
+            Record::Event(e) => c.observe(&e),
+            _ => None,
+        })
+        .map(|f| f.violation.path.unwrap())
+        .collect();
+    assert_eq!(found, vec![PathBuf::from("/etc/task"), PathBuf::from("/etc/child")]);
+}
+
+#[test]
 fn opening_a_hidden_file_that_reads_empty_is_a_violation() {
     let host = || host().file("/home/u/.netrc", "machine x password y");
     let ctx = Context::new("/home/u/proj", "/home/u").with_env(vec![]);

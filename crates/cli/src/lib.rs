@@ -28,6 +28,8 @@ pub mod commands;
 pub mod exec;
 pub mod host;
 #[cfg(target_os = "linux")]
+pub mod inside;
+#[cfg(target_os = "linux")]
 pub mod learn;
 pub mod load;
 #[cfg(target_os = "linux")]

@@ -1,6 +1,6 @@
 //! The `paddock` command: see `paddock --help`. All logic is in the library; this file maps
-//! errors to exit statuses (125 for paddock's own) and hands the hidden `__supervise`
-//! subcommand to the Linux supervisor.
+//! errors to exit statuses (125 for paddock's own) and hands the hidden `__supervise` and
+//! `__shim` subcommands to the Linux supervisor and shim.
 
 use std::process::ExitCode;
 
@@ -10,8 +10,16 @@ fn main() -> ExitCode {
     #[cfg(target_os = "linux")]
     {
         let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-        if args.get(1).is_some_and(|a| a == paddock_linux_bwrap::SUPERVISE_SUBCOMMAND) {
-            let code = paddock_linux_bwrap::supervisor::main_from_args(&args[2..]);
+        let hidden = match args.get(1) {
+            Some(a) if a == paddock_linux_bwrap::SUPERVISE_SUBCOMMAND => {
+                Some(paddock_linux_bwrap::supervisor::main_from_args(&args[2..]))
+            }
+            Some(a) if a == paddock_linux_bwrap::trace::SHIM_SUBCOMMAND => {
+                Some(paddock_linux_bwrap::shim::main_from_args(&args[2..]))
+            }
+            _ => None,
+        };
+        if let Some(code) = hidden {
             return ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(125));
         }
     }

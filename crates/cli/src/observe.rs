@@ -59,9 +59,14 @@ impl Mechanism {
     }
 }
 
+/// `PADDOCK_OBSERVERS=0` treats the observers as unavailable: `auto` then uses strace, as
+/// on a host without FUSE (to compare the two, or where the observers misbehave).
+pub const OBSERVERS_ENV: &str = "PADDOCK_OBSERVERS";
+
 /// The mechanism for `mode` on this host, and a note for the user when it is not what was
 /// asked for.
 pub fn choose(mode: ItemizeMode, facts: &HostFacts) -> (Mechanism, Option<String>) {
+    let observe = facts.observe && std::env::var_os(OBSERVERS_ENV).is_none_or(|v| v != "0");
     let strace = |mode| match crate::trace::choose(mode, facts) {
         (Some(t), note) => (Mechanism::Strace(t), note),
         (None, note) => (Mechanism::Off, note),
@@ -69,9 +74,9 @@ pub fn choose(mode: ItemizeMode, facts: &HostFacts) -> (Mechanism, Option<String
     match mode {
         ItemizeMode::Off => (Mechanism::Off, None),
         ItemizeMode::Strace => strace(ItemizeMode::Strace),
-        ItemizeMode::Auto if facts.observe => (Mechanism::Observe, None),
+        ItemizeMode::Auto if observe => (Mechanism::Observe, None),
         ItemizeMode::Auto => strace(ItemizeMode::Auto),
-        ItemizeMode::Observe if facts.observe => (Mechanism::Observe, None),
+        ItemizeMode::Observe if observe => (Mechanism::Observe, None),
         ItemizeMode::Observe => {
             let (mechanism, _) = strace(ItemizeMode::Auto);
             let instead = match mechanism {

@@ -67,6 +67,16 @@ impl<O: Observer> Reader<O> {
     /// Creates the pipe and starts the reader. Returns the write end (for strace) and the
     /// reader.
     pub fn start(observer: O) -> Result<(OwnedFd, Reader<O>)> {
+        Reader::start_with(observer, true)
+    }
+
+    /// [`Reader::start`] for a trace whose pids are not this process's to look up (strace
+    /// inside the sandbox's pid namespace): no stuck tracer is watched for.
+    pub fn start_unwatched(observer: O) -> Result<(OwnedFd, Reader<O>)> {
+        Reader::start_with(observer, false)
+    }
+
+    fn start_with(observer: O, watched: bool) -> Result<(OwnedFd, Reader<O>)> {
         let mut fds = [0; 2];
         // SAFETY: a valid two-int array; the result is checked.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -88,7 +98,7 @@ impl<O: Observer> Reader<O> {
         std::thread::Builder::new()
             .name("paddock-trace".into())
             .spawn(move || {
-                let mut watch = Watch::new(observer);
+                let mut watch = Watch::new(observer, watched);
                 let lines = read_trace_napping(&read, &mut watch, || nap_until_hangup(&read));
                 let stopped_stuck_tracer = watch.end();
                 let traced_a_call = watch.top.is_some();
@@ -127,6 +137,8 @@ struct Watch<O> {
     children: Vec<u32>,
     /// Shared with the timer thread: the trace ended, or the tracer was stopped.
     state: Option<std::sync::Arc<WatchState>>,
+    /// Whether the trace's pids are ours to look up (the tracer is our child).
+    watched: bool,
 }
 
 #[derive(Default)]
@@ -136,8 +148,8 @@ struct WatchState {
 }
 
 impl<O> Watch<O> {
-    fn new(inner: O) -> Watch<O> {
-        Watch { inner, top: None, children: Vec::new(), state: None }
+    fn new(inner: O, watched: bool) -> Watch<O> {
+        Watch { inner, top: None, children: Vec::new(), state: None, watched }
     }
 
     /// The trace ended: disarms the timer. Returns whether it stopped the tracer.
@@ -185,9 +197,10 @@ impl<O: Observer> Observer for Watch<O> {
             let top = *self.top.get_or_insert_with(|| {
                 // The first call is bwrap's own execve: bwrap is traced, so its group is
                 // the tracer's (unless bwrap is gone already: then its children name it).
-                (pid, libc::pid_t::try_from(pid).ok().and_then(tracer_group))
+                let group = self.watched.then(|| libc::pid_t::try_from(pid).ok()).flatten();
+                (pid, group.and_then(tracer_group))
             });
-            if top.0 == pid {
+            if top.0 == pid && self.watched {
                 match &event.kind {
                     EventKind::Syscall(call)
                         if matches!(&*call.name, "clone" | "clone3" | "fork" | "vfork") =>
@@ -323,6 +336,16 @@ impl Violations {
         }
     }
 
+    /// An observer for a trace of strace inside the sandbox, whose command is the shim (see
+    /// [`crate::inside`]).
+    pub fn inside(policy: ResolvedPolicy, cwd: &Path) -> Violations {
+        Violations {
+            classifier: Classifier::new(policy, RealHost, cwd).gated_on_shim(),
+            reported: ViolationSet::new(),
+            silent: 0,
+        }
+    }
+
     /// An observer for a trace attached to the supervisor whose pid `supervisor` will hold
     /// before the trace begins (see [`crate::attach`]).
     pub fn attached(
@@ -406,6 +429,12 @@ pub fn run(
         let outcome = run_plan_in(plan, opts, runtime_dir)?;
         return Ok(Ran { outcome, itemized_by: None, violations: Vec::new() });
     };
+    if topts.seccomp_bpf
+        && crate::inside::enabled()
+        && let Some(ran) = crate::inside::run(plan, topts, policy, cwd, opts, runtime_dir)?
+    {
+        return Ok(ran);
+    }
     if !topts.seccomp_bpf
         && crate::attach::enabled()
         && let Some(ran) = crate::attach::run(plan, topts, policy, cwd, opts, runtime_dir)?
@@ -520,7 +549,7 @@ mod tests {
     fn a_trace_outliving_bwrap_gets_its_tracer_stopped() {
         use std::os::unix::process::ExitStatusExt;
         let (mut tracer, top) = tracer_stand_in();
-        let mut watch = Watch::new(Names::default());
+        let mut watch = Watch::new(Names::default(), true);
         // bwrap's execve and clone; then bwrap exits, and the trace stays open.
         feed(
             &mut watch,
@@ -539,7 +568,7 @@ mod tests {
     #[test]
     fn a_trace_ending_with_bwrap_leaves_the_tracer_alone() {
         let (mut tracer, top) = tracer_stand_in();
-        let mut watch = Watch::new(Names::default());
+        let mut watch = Watch::new(Names::default(), true);
         feed(
             &mut watch,
             &format!(
@@ -552,7 +581,7 @@ mod tests {
         std::thread::sleep(STUCK_GRACE + Duration::from_millis(500));
         assert!(tracer.try_wait().unwrap().is_none(), "the tracer was stopped");
         // A trace that never showed bwrap (strace failed to start it) arms nothing.
-        let mut idle = Watch::new(Names::default());
+        let mut idle = Watch::new(Names::default(), true);
         feed(&mut idle, &format!("{top} +++ exited with 1 +++\n"));
         assert!(idle.top.is_none() && idle.state.is_none());
         // SAFETY: killpg of our own child's group (unreaped, so its id is ours).

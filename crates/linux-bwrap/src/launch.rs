@@ -59,6 +59,11 @@ impl Launch {
         })
     }
 
+    /// The environment, for a program executed in the task's place (strace).
+    pub(crate) fn env(&self) -> &CArray {
+        &self.env
+    }
+
     /// Closes every descriptor from `first` up, loads the filter, calls `after_filter` (the
     /// notification filter's setup), and executes the first candidate that runs. Never
     /// returns: exits 125 when the filter cannot be loaded, 126 or 127 when nothing ran.

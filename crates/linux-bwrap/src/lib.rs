@@ -56,6 +56,8 @@ pub mod seccomp_query;
 #[cfg(all(test, target_os = "linux"))]
 mod seccomp_tests;
 #[cfg(target_os = "linux")]
+pub mod shim;
+#[cfg(target_os = "linux")]
 pub mod supervisor;
 #[cfg(test)]
 mod tests;

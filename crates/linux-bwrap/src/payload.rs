@@ -101,6 +101,24 @@ pub struct SupervisorPayload {
     /// channel and forks the task only once [`crate::supervisor::TRACED`] comes back.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub wait_for_tracer: bool,
+    /// strace runs inside the sandbox, started by the supervisor's child in place of the
+    /// task (see `trace::inside`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strace_inside: Option<StraceInside>,
+}
+
+/// strace inside the sandbox: the supervisor's child executes `program` with `args`, then
+/// the shim and the task's argv; strace (`-DD`) leaves the child the tracee, so the task
+/// stays the supervisor's own child, and the shim loads the task's filter and executes it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct StraceInside {
+    /// strace's path inside the sandbox.
+    pub program: Bytes,
+    /// strace's arguments after argv\[0\], ending with the `--` before the command.
+    pub args: Vec<Bytes>,
+    /// The descriptor strace writes its log to (named in `args` as `/proc/self/fd/N`).
+    pub log_fd: i32,
 }
 
 /// A relay run by the supervisor inside the sandbox. The supervisor is not under the task's
@@ -168,6 +186,11 @@ mod tests {
             record_connects: true,
             refuse_unix_sockets: true,
             wait_for_tracer: true,
+            strace_inside: Some(StraceInside {
+                program: Bytes("/dev/.paddock-strace".into()),
+                args: vec![Bytes("-f".into()), Bytes("--".into())],
+                log_fd: 9,
+            }),
         };
         let back = SupervisorPayload::from_bytes(&p.to_bytes(), 4).unwrap();
         assert_eq!(back, p);

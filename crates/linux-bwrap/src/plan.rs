@@ -202,6 +202,7 @@ impl Backend for LinuxBwrap {
             record_connects: task.observe && !matches!(policy.network, NetworkPolicy::On),
             refuse_unix_sockets: task.observe && !unix_sockets,
             wait_for_tracer: false,
+            strace_inside: None,
         };
 
         let payloads = vec![

@@ -27,9 +27,10 @@
 
 use std::ffi::{CString, OsString};
 
-use crate::launch::{self, Launch, die};
+use crate::launch::{self, CArray, Launch, die};
 use crate::notify;
-use crate::payload::{SandboxRelay, SupervisorPayload};
+use crate::payload::{Bytes, SandboxRelay, StraceInside, SupervisorPayload};
+use crate::trace::SHIM_BPF_FD;
 
 /// Exit code when the supervisor itself fails and the task never ran.
 pub const EXIT_SUPERVISOR: i32 = 125;
@@ -74,7 +75,7 @@ fn parse_args(args: &[OsString]) -> Result<i32, String> {
     }
 }
 
-fn read_fd(fd: i32) -> Result<Vec<u8>, String> {
+pub(crate) fn read_fd(fd: i32) -> Result<Vec<u8>, String> {
     use std::io::Read;
     use std::os::fd::FromRawFd;
     // SAFETY: the descriptor was handed to this process by the runner for us alone; taking
@@ -95,6 +96,79 @@ struct Prepared {
     /// `--itemize observe`: the notification program and the socket pair (child's end,
     /// supervisor's end) the listener travels on.
     notify: Option<NotifyPrep>,
+    /// strace inside the sandbox: the child executes it in place of the task.
+    tracer: Option<Tracer>,
+}
+
+/// strace run by the child in place of the task ([`crate::trace::inside`]), prepared
+/// before the fork.
+struct Tracer {
+    program: CString,
+    /// strace's argv, then the shim's, then the task's.
+    argv: CArray,
+    /// A memfd holding the task's BPF program, for the shim ([`SHIM_BPF_FD`] in the child).
+    bpf: std::os::fd::OwnedFd,
+    /// The log's write end; close-on-exec here, passed on by the child alone.
+    log: std::os::fd::OwnedFd,
+}
+
+impl Tracer {
+    fn prepare(si: &StraceInside, task_args: &[Bytes], bpf: &[u8]) -> Result<Tracer, String> {
+        use std::os::fd::AsRawFd;
+        let log = inherited(si.log_fd, "trace log")?;
+        if log.as_raw_fd() <= SHIM_BPF_FD {
+            return Err(format!("the trace log descriptor {} must be above 3", si.log_fd));
+        }
+        let argv = std::iter::once(OsString::from("strace"))
+            .chain(si.args.iter().chain(task_args).map(|a| a.0.clone()))
+            .map(|a| launch::cstring(&a))
+            .collect::<Result<Vec<_>, _>>()?;
+        let memfd =
+            nix::sys::memfd::memfd_create(c"paddock-bpf", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)
+                .map_err(|e| format!("memfd_create: {e}"))?;
+        let mut file = std::fs::File::from(memfd);
+        std::io::Write::write_all(&mut file, bpf)
+            .and_then(|()| std::io::Seek::rewind(&mut file))
+            .map_err(|e| format!("cannot write the filter for the shim: {e}"))?;
+        Ok(Tracer {
+            program: launch::cstring(&si.program.0)?,
+            argv: CArray::new(argv),
+            bpf: file.into(),
+            log,
+        })
+    }
+
+    /// The child's exec of strace, in the task's environment and cwd. Never returns.
+    fn exec(&self, env: &CArray) -> ! {
+        use std::os::fd::AsRawFd;
+        let (bpf, log) = (self.bpf.as_raw_fd(), self.log.as_raw_fd());
+        // SAFETY: dup2, fcntl and close_range on descriptors of our own process, execve with
+        // NUL-terminated arrays prepared before the fork; all async-signal-safe.
+        unsafe {
+            let kept = if bpf == SHIM_BPF_FD {
+                libc::fcntl(bpf, libc::F_SETFD, 0) == 0
+            } else {
+                libc::dup2(bpf, SHIM_BPF_FD) == SHIM_BPF_FD
+            };
+            if !kept || libc::fcntl(log, libc::F_SETFD, 0) != 0 {
+                die(
+                    EXIT_SUPERVISOR,
+                    b"paddock: cannot pass strace its descriptors; the task was not run\n",
+                );
+            }
+            // Everything else above 2 goes (SEC-09): payloads, the signal channel, ...
+            for (from, to) in [(SHIM_BPF_FD + 1, log - 1), (log + 1, i32::MAX)] {
+                if from <= to {
+                    libc::syscall(libc::SYS_close_range, from as u32, to as u32, 0u32);
+                }
+            }
+            libc::execve(self.program.as_ptr(), self.argv.as_ptr(), env.as_ptr());
+        }
+        die(
+            EXIT_SUPERVISOR,
+            b"paddock: cannot run strace inside the sandbox; the task was not run\n",
+        )
+    }
 }
 
 /// The notification filter, prepared before the fork.
@@ -115,7 +189,13 @@ fn prepare(payload: &SupervisorPayload, bpf: Vec<u8>) -> Result<Prepared, String
         payload.env.iter().map(|(k, v)| (k.0.as_os_str(), v.0.as_os_str())),
         bpf,
     )?;
-    Ok(Prepared { launch, cwd: launch::cstring(&payload.cwd.0)?, gate: None, notify: None })
+    Ok(Prepared {
+        launch,
+        cwd: launch::cstring(&payload.cwd.0)?,
+        gate: None,
+        notify: None,
+        tracer: None,
+    })
 }
 
 /// Takes the record descriptor and prepares the notification filter and its socket pair.
@@ -153,7 +233,18 @@ fn run(args: &[OsString]) -> Result<i32, String> {
     if bpf.is_empty() {
         return Err("the seccomp program is empty; refusing to run the task unfiltered".to_owned());
     }
+    let tracer = match &payload.strace_inside {
+        Some(si) if payload.record_fd.is_some() => {
+            return Err(format!(
+                "{} and the observers cannot both itemize one run",
+                String::from_utf8_lossy(si.program.0.as_encoded_bytes())
+            ));
+        }
+        Some(si) => Some(Tracer::prepare(si, &payload.args, &bpf)?),
+        None => None,
+    };
     let mut prepared = prepare(&payload, bpf)?;
+    prepared.tracer = tracer;
     let mut notify_setup = None;
     if let Some(record_fd) = payload.record_fd {
         let (prep, records, opts) = prepare_notify(&payload, record_fd)?;
@@ -240,6 +331,12 @@ fn run(args: &[OsString]) -> Result<i32, String> {
         server.stop(std::time::Duration::from_secs(1));
     }
     // Stopping joins the relays' threads and removes the sockets the supervisor served.
+    if prepared.tracer.is_some() {
+        // strace is our child now (its parent left, and we are the subreaper): it writes
+        // the task's last lines once the task's group is gone. Whatever left that group
+        // keeps strace waiting; it goes when we exit, after a bounded wait.
+        await_children(sfd, std::time::Duration::from_secs(2));
+    }
     drop(relays);
     Ok(code)
 }
@@ -439,6 +536,9 @@ fn child(p: &Prepared, mask: &libc::sigset_t) -> ! {
             die(EXIT_SUPERVISOR, b"paddock: cannot enter the working directory inside the sandbox; is it readable under the policy (grant it with allow.read)?\n");
         }
     }
+    if let Some(tracer) = &p.tracer {
+        tracer.exec(p.launch.env());
+    }
     // Every descriptor above 2 goes: payloads, the signal pipe, the signalfd, the record
     // descriptor (SEC-09, FSR-06); the listener's socket stays at fd 3 until exec.
     let mut first = 3;
@@ -458,6 +558,35 @@ fn child(p: &Prepared, mask: &libc::sigset_t) -> ! {
             install_notify(&n.program);
         }
     })
+}
+
+/// Reaps children until none is left or `limit` has passed, waking on SIGCHLD (`sfd`).
+fn await_children(sfd: i32, limit: std::time::Duration) {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        loop {
+            let mut status = 0;
+            // SAFETY: waitpid with a valid status pointer.
+            match unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) } {
+                0 => break,
+                pid if pid > 0 => {}
+                _ => return, // ECHILD: nobody left.
+            }
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        let ms = libc::c_int::try_from(left.as_millis()).unwrap_or(libc::c_int::MAX).max(1);
+        let mut pfd = libc::pollfd { fd: sfd, events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd; then draining the non-blocking signalfd into a buffer of
+        // the right size.
+        unsafe {
+            libc::poll(&mut pfd, 1, ms);
+            let mut info = [0u8; std::mem::size_of::<libc::signalfd_siginfo>()];
+            while libc::read(sfd, info.as_mut_ptr().cast(), info.len()) > 0 {}
+        }
+    }
 }
 
 fn status_code(status: i32) -> i32 {

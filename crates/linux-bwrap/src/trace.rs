@@ -18,7 +18,7 @@ use std::ffi::{OsStr, OsString};
 
 use paddock_policy::{AbsPathBuf, SpawnPlan};
 
-use crate::payload::SupervisorPayload;
+use crate::payload::{Bytes, StraceInside, SupervisorPayload};
 
 /// The calls traced: those that reveal denials, those that move working directories, and
 /// `set_robust_list`. A `?` prefix tells strace to skip a name its version does not know.
@@ -112,6 +112,69 @@ pub fn attach(mut plan: SpawnPlan) -> Result<SpawnPlan, crate::Error> {
     Ok(plan)
 }
 
+/// Where [`inside`] binds strace in the sandbox.
+pub const STRACE_PATH: &str = "/dev/.paddock-strace";
+/// The hidden subcommand strace runs inside the sandbox: it loads the task's filter and
+/// executes the task (`crate::shim`).
+pub const SHIM_SUBCOMMAND: &str = "__shim";
+/// The descriptor the shim reads the task's BPF program from.
+pub const SHIM_BPF_FD: i32 = 3;
+
+/// Makes `plan` run strace inside the sandbox, with `--seccomp-bpf`, for `--itemize auto`
+/// where the observers are unavailable: strace can install its filter only in a process it
+/// starts, and strace on the host would have to start bwrap and stop at each of its setup
+/// calls (a hundred, 20 ms and more). Inside, it starts where a plain strace in the sandbox
+/// would: the supervisor's child executes strace (the host's `strace`, bound read-only at
+/// [`STRACE_PATH`]) in place of the task, with the log on descriptor [`Traced::fd`];
+/// strace (`-DD`) leaves that child its tracee, which executes the shim (`__shim`), which
+/// loads the task's seccomp filter (strace's own goes first) and executes the task. The
+/// task stays the supervisor's child; strace runs in a process group of its own, untouched
+/// by the signals meant for the task.
+///
+/// strace is not under the task's filter (it must trace) and runs as the task's user. The
+/// shim closes every inherited descriptor, the log included, before the task runs, and
+/// puts the task in a Landlock domain that keeps it from any ptrace access to strace and
+/// from signalling it (see `crate::shim`): the kernel must scope signals
+/// ([`crate::shim::signal_scoping_available`]), which the caller checks.
+pub fn inside(mut plan: SpawnPlan, strace: &AbsPathBuf) -> Result<Traced, crate::Error> {
+    let fd = plan.free_fd();
+    for payload in plan.payloads.iter_mut() {
+        match payload.name.as_str() {
+            "bwrap-args" => {
+                for arg in [OsStr::new("--ro-bind"), strace.as_os_str(), OsStr::new(STRACE_PATH)] {
+                    payload.bytes.extend_from_slice(arg.as_encoded_bytes());
+                    payload.bytes.push(0);
+                }
+            }
+            "supervisor" => {
+                let mut sp = SupervisorPayload::from_bytes(&payload.bytes, payload.fd)?;
+                let log = format!("/proc/self/fd/{fd}");
+                let mut args = vec![Bytes("-DD".into())];
+                args.extend(strace_options(true, OsStr::new(&log)).into_iter().map(Bytes));
+                args.extend(
+                    [
+                        crate::SUPERVISOR_PATH,
+                        SHIM_SUBCOMMAND,
+                        "--bpf-fd",
+                        &SHIM_BPF_FD.to_string(),
+                        "--",
+                    ]
+                    .map(|a| Bytes(a.into())),
+                );
+                sp.strace_inside =
+                    Some(StraceInside { program: Bytes(STRACE_PATH.into()), args, log_fd: fd });
+                payload.bytes = sp.to_bytes();
+            }
+            _ => {}
+        }
+    }
+    plan.diagnostics.push(format!(
+        "itemizing denials with strace --seccomp-bpf inside the sandbox (log on descriptor {fd}, \
+         never on disk)"
+    ));
+    Ok(Traced { plan, fd })
+}
+
 /// Wraps `plan` in strace. The trace descriptor is the first number above every descriptor
 /// the plan already hands its child ([`SpawnPlan::free_fd`]), so it collides with none.
 pub fn wrap(mut plan: SpawnPlan, opts: &TraceOptions) -> Traced {
@@ -176,6 +239,7 @@ mod tests {
             record_connects: false,
             refuse_unix_sockets: false,
             wait_for_tracer: false,
+            strace_inside: None,
         };
         p.payloads.push(Payload { name: "supervisor".into(), fd: 4, bytes: payload.to_bytes() });
         let attached = attach(p).unwrap();

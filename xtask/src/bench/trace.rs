@@ -10,7 +10,8 @@
 //! - `observe`: `--itemize observe` (the mechanism that ran, read from `--report`'s
 //!   `itemized_by`, is printed: it may fall back to strace);
 //! - `strace`: `--itemize strace`;
-//! - `auto`: `--itemize auto` (mechanism printed too);
+//! - `auto-strace`: `--itemize auto` with the observers off (`PADDOCK_OBSERVERS=0`), what
+//!   a host without FUSE gets: strace with `--seccomp-bpf` (mechanism printed too);
 //! - `plain`: plain strace with the flags of the `strace` mode, writing to `/dev/null`,
 //!   inside the same sandbox (`--itemize off`), and `plain-bpf` with the flags of an
 //!   `auto` that picks strace (`--seccomp-bpf`).
@@ -43,7 +44,9 @@ enum Config {
     Untraced,
     Observe,
     Strace,
-    Auto,
+    /// `auto` with the observers off (`PADDOCK_OBSERVERS=0`): what a host without FUSE
+    /// gets, strace with `--seccomp-bpf`.
+    AutoStrace,
     /// strace with the `strace` mode's flags inside the sandbox.
     Plain,
     /// strace with `auto`'s flags (`--seccomp-bpf`) inside the sandbox.
@@ -54,7 +57,7 @@ const CONFIGS: [Config; 6] = [
     Config::Untraced,
     Config::Observe,
     Config::Strace,
-    Config::Auto,
+    Config::AutoStrace,
     Config::Plain,
     Config::PlainBpf,
 ];
@@ -65,7 +68,7 @@ impl Config {
             Config::Untraced => "untraced",
             Config::Observe => "observe",
             Config::Strace => "strace",
-            Config::Auto => "auto",
+            Config::AutoStrace => "auto-strace",
             Config::Plain => "plain",
             Config::PlainBpf => "plain-bpf",
         }
@@ -75,7 +78,7 @@ impl Config {
         match self {
             Config::Observe => "observe",
             Config::Strace => "strace",
-            Config::Auto => "auto",
+            Config::AutoStrace => "auto",
             Config::Untraced | Config::Plain | Config::PlainBpf => "off",
         }
     }
@@ -167,6 +170,9 @@ pub fn trace(root: &Path) -> Result<()> {
             shuffle(&mut order, &mut seed);
             for config in order {
                 let mut c = Command::new(&paddock);
+                if matches!(config, Config::AutoStrace) {
+                    c.env("PADDOCK_OBSERVERS", "0");
+                }
                 c.args(["run", "--itemize", config.itemize(), "-C"]).arg(&w.project);
                 let reported = !matches!(config, Config::Plain | Config::PlainBpf);
                 if reported {
@@ -226,7 +232,12 @@ fn print_table(workloads: &[Workload], samples: &[Vec<Samples>], rounds: usize, 
     println!("  ratios (wall medians; cpu in brackets):");
     println!(
         "  {:<22} {:>15} {:>15} {:>15} {:>15} {:>17}  mechanisms",
-        "workload", "observe/untr", "strace/untr", "auto/untr", "strace/plain", "auto/plain-bpf"
+        "workload",
+        "observe/untr",
+        "strace/untr",
+        "auto-s/untr",
+        "strace/plain",
+        "auto-s/plain-bpf"
     );
     for (w, s) in workloads.iter().zip(samples) {
         let g = |c: Config| &s[c as usize];
@@ -239,15 +250,15 @@ fn print_table(workloads: &[Workload], samples: &[Vec<Samples>], rounds: usize, 
         };
         let by = |c: Config| g(c).by.iter().cloned().collect::<Vec<_>>().join("+");
         println!(
-            "  {:<22} {:>15} {:>15} {:>15} {:>15} {:>17}  observe: {}, auto: {}",
+            "  {:<22} {:>15} {:>15} {:>15} {:>15} {:>17}  observe: {}, auto-strace: {}",
             w.name,
             pair(Config::Observe, Config::Untraced),
             pair(Config::Strace, Config::Untraced),
-            pair(Config::Auto, Config::Untraced),
+            pair(Config::AutoStrace, Config::Untraced),
             pair(Config::Strace, Config::Plain),
-            pair(Config::Auto, Config::PlainBpf),
+            pair(Config::AutoStrace, Config::PlainBpf),
             by(Config::Observe),
-            by(Config::Auto),
+            by(Config::AutoStrace),
         );
     }
     println!(
