@@ -41,13 +41,24 @@ const MARK: u8 = b'C';
 /// A connected pair of `SOCK_SEQPACKET` unix sockets, close-on-exec: the first end for
 /// [`TcpHandoff`], the second for [`HandoffToTcp`].
 pub fn handoff_channel() -> io::Result<(OwnedFd, OwnedFd)> {
-    let (host, sandbox) = socket::socketpair(
-        socket::AddressFamily::Unix,
-        socket::SockType::SeqPacket,
-        None,
-        socket::SockFlag::SOCK_CLOEXEC,
-    )?;
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let flags = socket::SockFlag::SOCK_CLOEXEC;
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let flags = socket::SockFlag::empty();
+    let (host, sandbox) =
+        socket::socketpair(socket::AddressFamily::Unix, socket::SockType::SeqPacket, None, flags)?;
+    if flags.is_empty() {
+        set_cloexec(&host)?;
+        set_cloexec(&sandbox)?;
+    }
     Ok((host, sandbox))
+}
+
+/// Marks `fd` close-on-exec, where the call that made it could not.
+fn set_cloexec(fd: &OwnedFd) -> io::Result<()> {
+    use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+    fcntl(fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))?;
+    Ok(())
 }
 
 /// Listens on host loopback ports and hands every accepted connection over a channel.
@@ -168,6 +179,9 @@ pub(crate) fn receive(channel: &OwnedFd) -> io::Result<Stream> {
         return Err(aborted());
     }
     let fd = received.remove(0);
+    if cloexec().is_empty() {
+        set_cloexec(&fd).map_err(|_| aborted())?;
+    }
     let is_stream =
         matches!(socket::getsockopt(&fd, socket::sockopt::SockType), Ok(socket::SockType::Stream));
     let tcp = std::net::TcpStream::from(fd);
