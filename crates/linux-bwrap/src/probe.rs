@@ -448,7 +448,16 @@ fn collect() -> Probe {
         ),
         (Err((why, fix)), Some(_)) => (
             Status::Warn,
-            format!("--itemize auto uses strace (slower): the observers are unavailable: {why}"),
+            format!(
+                "--itemize auto uses strace (slower){}: the observers are unavailable: {why}",
+                if !facts.strace_seccomp_bpf {
+                    ""
+                } else if crate::shim::signal_scoping_available() {
+                    ", inside the sandbox"
+                } else {
+                    ", around bubblewrap (slower still: Landlock cannot scope signals here, Linux 6.12)"
+                }
+            ),
             Some(*fix),
         ),
         (Err((why, fix)), None) => (

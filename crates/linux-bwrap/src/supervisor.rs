@@ -14,6 +14,12 @@
 //! SIGCHLD) and before the task execs: the child waits on a gate pipe until they listen, so
 //! the task's first connection finds them. They stop when the task is done.
 //!
+//! strace inside the sandbox ([`crate::trace::inside`]): the child executes strace (`-DD`)
+//! in place of the task, keeping only the task's BPF program (for the shim) and strace's log
+//! descriptor; the child stays strace's tracee and becomes the task through the shim. Once
+//! the task is done, the supervisor waits (bounded) for strace, its child by then, to write
+//! the last lines.
+//!
 //! `--itemize observe` ([`crate::notify`]): when the payload has a record descriptor, the
 //! child also installs the notification filter after the main one, with a new listener, and
 //! passes the listener up a socket pair prepared before the fork (kept at fd 3 through the
@@ -158,8 +164,12 @@ impl Tracer {
             }
             // Everything else above 2 goes (SEC-09): payloads, the signal channel, ...
             for (from, to) in [(SHIM_BPF_FD + 1, log - 1), (log + 1, i32::MAX)] {
-                if from <= to {
-                    libc::syscall(libc::SYS_close_range, from as u32, to as u32, 0u32);
+                if from <= to
+                    && libc::syscall(libc::SYS_close_range, from as u32, to as u32, 0u32) != 0
+                {
+                    for fd in from..=to.min(1023) {
+                        libc::close(fd);
+                    }
                 }
             }
             libc::execve(self.program.as_ptr(), self.argv.as_ptr(), env.as_ptr());
