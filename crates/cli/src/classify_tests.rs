@@ -185,19 +185,26 @@ fn the_sandbox_setup_is_not_the_task() {
 6 mkdir("/etc/sup", 0755) = -1 EROFS (Read-only file system)
 7 mkdir("/etc/task", 0755) = -1 EROFS (Read-only file system)
 "#;
+    let found = gated_paths(|c| c.gated(b"/dev/.paddock-supervisor"), log);
+    assert_eq!(found, vec![PathBuf::from("/etc/task")]);
+}
+
+/// The paths of the violations a gated classifier (default policy) finds in `log`.
+fn gated_paths(
+    gate: impl FnOnce(Classifier<FakeHost>) -> Classifier<FakeHost>,
+    log: &str,
+) -> Vec<PathBuf> {
     let ctx = Context::new("/home/u/proj", "/home/u").with_env(vec![]);
     let policy = load_str("", "paddock.toml".as_ref(), Format::Toml).unwrap();
     let (resolved, _) = resolve(&policy, &ctx, &host()).unwrap();
-    let mut c = Classifier::new(resolved, host(), Path::new("/home/u/proj"))
-        .gated(b"/dev/.paddock-supervisor");
-    let found: Vec<_> = parse_slice(log.as_bytes())
+    let mut c = gate(Classifier::new(resolved, host(), Path::new("/home/u/proj")));
+    parse_slice(log.as_bytes())
         .filter_map(|r| match r {
             Record::Event(e) => c.observe(&e),
             _ => None,
         })
         .map(|f| f.violation.path.unwrap())
-        .collect();
-    assert_eq!(found, vec![PathBuf::from("/etc/task")]);
+        .collect()
 }
 
 #[test]
@@ -211,17 +218,7 @@ fn with_strace_inside_the_shim_is_not_the_task_until_it_executes_it() {
 3 mkdir("/etc/task", 0755) = -1 EROFS (Read-only file system)
 4 mkdir("/etc/child", 0755) = -1 EROFS (Read-only file system)
 "#;
-    let ctx = Context::new("/home/u/proj", "/home/u").with_env(vec![]);
-    let policy = load_str("", "paddock.toml".as_ref(), Format::Toml).unwrap();
-    let (resolved, _) = resolve(&policy, &ctx, &host()).unwrap();
-    let mut c = Classifier::new(resolved, host(), Path::new("/home/u/proj")).gated_on_shim();
-    let found: Vec<_> = parse_slice(log.as_bytes())
-        .filter_map(|r| match r {
-            Record::Event(e) => c.observe(&e),
-            _ => None,
-        })
-        .map(|f| f.violation.path.unwrap())
-        .collect();
+    let found = gated_paths(Classifier::gated_on_shim, log);
     assert_eq!(found, vec![PathBuf::from("/etc/task"), PathBuf::from("/etc/child")]);
 }
 
