@@ -10,14 +10,17 @@
 //!   [`HandoffToTcp`] relays it to the TCP server: what an inbound port grant runs.
 //! - `socat-relay` / `socat-chain`: the same with socat processes.
 //!
+//! A throughput run moves 2 GiB by default: on a small shared machine shorter runs (half a
+//! second) varied by tens of percent from round to round.
+//!
 //! Every path is warmed up, then measured in interleaved rounds (each round runs every path
-//! once, starting from a different one), so load from other programs on the machine falls on
-//! all of them alike. A path's ratio is the median over rounds of its result divided by the
+//! once, starting from a different one; all throughput rounds come before all setup rounds),
+//! so load from other programs on the machine falls on all of them alike. A path's ratio is the median over rounds of its result divided by the
 //! direct path's result in the same round; the spread (lowest and highest round) is printed
 //! next to it. CPU is the whole benchmark's (client, sink, relays, socat) per GiB moved.
 //!
 //! Run with `cargo run --release -p paddock-portbridge --example bridge_bench -- [MIB]
-//! [CONNS] [ROUNDS] [--only PATH,PATH]` (defaults: 512 MiB, 1000 connections, 9 rounds).
+//! [CONNS] [ROUNDS] [--only PATH,PATH]` (defaults: 2048 MiB, 1000 connections, 7 rounds).
 
 #![allow(clippy::expect_used)] // A benchmark program: a failed setup step ends it with its message.
 
@@ -189,7 +192,7 @@ struct Args {
 }
 
 fn parse_args() -> Args {
-    let mut args = Args { mib: 512, conns: 1000, rounds: 9, only: None };
+    let mut args = Args { mib: 2048, conns: 1000, rounds: 7, only: None };
     let mut positional = 0;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -287,16 +290,23 @@ fn main() {
     let mut tput = vec![Vec::new(); n];
     let mut rate = vec![Vec::new(); n];
     let mut cpu = vec![0.0f64; n];
+    // Throughput first, then connection setup: thousands of connections just closed (their
+    // TIME_WAIT entries, the threads that served them) slowed the bulk runs that followed
+    // them by 10% and more, most on the paths with the most sockets.
     for round in 0..args.rounds {
         for k in 0..n {
             let i = (round + k) % n;
-            let addr = rows[i].1;
             let before = cpu_seconds(&socat_pids);
-            tput[i].push(throughput(addr, bytes));
+            tput[i].push(throughput(rows[i].1, bytes));
             // A socat child's CPU reaches its parent's counters once it is reaped.
             thread::sleep(Duration::from_millis(30));
             cpu[i] += cpu_seconds(&socat_pids) - before;
-            rate[i].push(setup_rate(addr, args.conns));
+        }
+    }
+    for round in 0..args.rounds {
+        for k in 0..n {
+            let i = (round + k) % n;
+            rate[i].push(setup_rate(rows[i].1, args.conns));
         }
     }
     let ratios = |v: &[Vec<f64>], i: usize| -> Vec<f64> {

@@ -9,8 +9,7 @@
 //!   retrying a server that is not listening yet like any relay ([`RelayOptions::connect_wait`]).
 //!
 //! Against a pair of relays joined by a unix socket, every byte crosses one relay instead of
-//! two: one `splice` pair and one thread hand-off per chunk each way, half the CPU, which on
-//! a machine with fewer cores than busy relay threads is most of the cost.
+//! two, and a connection is set up with one connect instead of two.
 //!
 //! The channel ([`handoff_channel`]) is a `SOCK_SEQPACKET` socket pair: one message, one byte
 //! and one descriptor, per connection. It has no path: the runner gives one end to the

@@ -88,7 +88,7 @@
 //!
 //! # Supported platforms
 //!
-//! Unix (Linux and macOS). On Linux each direction of a relay moves bytes with `splice(2)`.
+//! Unix (Linux and macOS).
 //!
 //! # Crate features
 //!
@@ -105,8 +105,6 @@ mod pool;
 mod proxy;
 mod pump;
 mod relay;
-#[cfg(target_os = "linux")]
-mod splice;
 mod stream;
 mod tracker;
 

@@ -1,7 +1,17 @@
 //! Moving bytes between two connected streams, both ways, until both sides are done.
 //!
-//! Each direction is a blocking loop on its own pool thread with one fixed buffer, so memory per
-//! connection is bounded (two buffers) and an idle connection costs no CPU. End of stream on
+//! Each direction is a blocking loop on its own pool thread with one buffer, so memory per
+//! connection is bounded (two buffers) and an idle connection costs no CPU. The buffer starts
+//! at [`BUFFER`] and grows once to [`BUFFER_GROWN`] when a read fills it: a bulk transfer then
+//! moves more per pair of calls, while a quiet connection keeps the small one.
+//!
+//! Bytes are copied through user space, not spliced (`splice(2)` through a pipe): measured
+//! on a two-core machine (`bridge_bench`, 2 GiB runs, both ways in one binary, alternated),
+//! a TCP-to-TCP relay (an inbound port grant) ran at 73-74% of direct loopback spliced and
+//! 83-85% copied, with less CPU per byte (0.66-0.70 s/GiB against 0.75): splicing packs
+//! each segment it sends with the pages of the segments it received, which costs the
+//! sending and the receiving stack more than the copy saves. TCP to unix ran the same either
+//! way (109-113%), and a copy needs no pipe per direction. End of stream on
 //! one side is passed on as `shutdown(Write)` on the other (half-close), and the opposite
 //! direction keeps flowing. An error on either side (a reset, a client that hung up
 //! mid-transfer) shuts both sockets down completely, which wakes the other direction's
@@ -15,8 +25,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::stream::Stream;
 use crate::tracker::{Counters, Tracker};
 
-/// Bytes read at a time in each direction.
+/// Bytes read at a time in each direction, at first.
 pub(crate) const BUFFER: usize = 128 * 1024;
+/// Bytes read at a time once a read has filled [`BUFFER`]. Larger gave no more throughput.
+pub(crate) const BUFFER_GROWN: usize = 256 * 1024;
 
 /// Inspects the client's first bytes (appending what it reads to the buffer) and says whether
 /// they may go on to the target.
@@ -79,10 +91,6 @@ fn copy_one_way(from: &Stream, to: &Stream, first: &[u8], conn: &AtomicU64, tota
             conn.fetch_add(first.len() as u64, Ordering::Relaxed);
             total.fetch_add(first.len() as u64, Ordering::Relaxed);
         }
-        #[cfg(target_os = "linux")]
-        if let Some(result) = crate::splice::copy(from, to, conn, total) {
-            return result;
-        }
         let mut buf = vec![0u8; BUFFER];
         let (mut r, mut w) = (from, to);
         loop {
@@ -95,6 +103,10 @@ fn copy_one_way(from: &Stream, to: &Stream, first: &[u8], conn: &AtomicU64, tota
             w.write_all(&buf[..n])?;
             conn.fetch_add(n as u64, Ordering::Relaxed);
             total.fetch_add(n as u64, Ordering::Relaxed);
+            if n == buf.len() && n < BUFFER_GROWN {
+                // More was waiting: a bulk transfer.
+                buf = vec![0u8; BUFFER_GROWN];
+            }
         }
     })();
     match result {

@@ -23,11 +23,11 @@ pub(crate) const MAX_SOCKET_PATH: usize = 103;
 /// sender's buffer alone bounds the bytes in flight, and its default (about 200 KiB on Linux,
 /// 8 KiB on macOS) makes the relay on the sending side stop and wait for the one on the
 /// receiving side often. Each stop is a pair of thread wake-ups, and on a machine with fewer
-/// cores than busy relay threads a trip through the scheduler: with this size an inbound
-/// grant's chain (two relays and their unix socket) switches context about 40% less than
-/// with the default. Much larger buffers cut the switches further but slow the chain down
-/// (see `splice`). TCP sockets keep the kernel's auto-tuned buffers (setting a size turns
-/// the tuning off).
+/// cores than busy relay threads a trip through the scheduler: with this size a chain of two
+/// relays and their unix socket switched context about 40% less than with the default.
+/// Much larger buffers cut the switches further but slowed the chain down (the bytes had
+/// left the CPU caches by the time the next thread read them). TCP sockets keep the
+/// kernel's auto-tuned buffers (setting a size turns the tuning off).
 pub(crate) const UNIX_SEND_BUFFER: usize = 256 * 1024;
 
 /// A connected stream of either kind.
