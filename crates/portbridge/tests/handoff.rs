@@ -46,24 +46,7 @@ fn each_port_reaches_its_own_target_and_bytes_are_counted_on_the_receiving_end()
 #[test]
 fn a_hundred_concurrent_connections_are_handed_over_and_relayed() {
     let (host, receiver, addrs) = grant(&[Some(tcp_echo_server())]);
-    let addr = addrs[0];
-    // Every client connects before any finishes, so that 100 are open at once.
-    let barrier = std::sync::Barrier::new(100);
-    let results: Vec<bool> = thread::scope(|s| {
-        let handles: Vec<_> = (0..100)
-            .map(|i| {
-                let barrier = &barrier;
-                s.spawn(move || {
-                    let c = TcpStream::connect(addr).unwrap();
-                    barrier.wait();
-                    let data = pattern(20_000 + i * 97);
-                    tcp_roundtrip(&c, &data) == echoed(&data)
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
-    assert!(results.iter().all(|ok| *ok));
+    assert!(concurrent_roundtrips(addrs[0], 100));
     assert!(wait_for(Duration::from_secs(5), || receiver.stats().active == 0));
     assert_eq!(host.stats().accepted, 100);
     assert_eq!(receiver.stats().accepted, 100);

@@ -123,24 +123,7 @@ fn hundred_concurrent_connections() {
     let sock = dir.join("many");
     let inner = UnixToTcp::start(&sock, tcp_echo_server(), RelayOptions::default()).unwrap();
     let outer = TcpToUnix::start(0, &sock, RelayOptions::default()).unwrap();
-    let addr = outer.local_addr().unwrap();
-    // Every client connects before any finishes, so that 100 are open at once.
-    let barrier = std::sync::Barrier::new(100);
-    let results: Vec<bool> = thread::scope(|s| {
-        let handles: Vec<_> = (0..100)
-            .map(|i| {
-                let barrier = &barrier;
-                s.spawn(move || {
-                    let c = TcpStream::connect(addr).unwrap();
-                    barrier.wait();
-                    let data = pattern(20_000 + i * 97);
-                    tcp_roundtrip(&c, &data) == echoed(&data)
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
-    assert!(results.iter().all(|ok| *ok));
+    assert!(concurrent_roundtrips(outer.local_addr().unwrap(), 100));
     assert!(wait_for(Duration::from_secs(5), || outer.stats().active == 0));
     assert_eq!(outer.stats().accepted, 100);
     assert_eq!(inner.stats().accepted, 100);

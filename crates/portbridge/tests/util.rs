@@ -175,6 +175,26 @@ pub fn thread_cpu_ticks(name: &str) -> Option<u64> {
     None
 }
 
+/// `n` clients of the echo behind `addr`, all connected before any sends (so that `n` are
+/// open at once), each with its own data; whether every one got its echo back.
+pub fn concurrent_roundtrips(addr: SocketAddr, n: usize) -> bool {
+    let barrier = std::sync::Barrier::new(n);
+    thread::scope(|s| {
+        let handles: Vec<_> = (0..n)
+            .map(|i| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    let c = TcpStream::connect(addr).unwrap();
+                    barrier.wait();
+                    let data = pattern(20_000 + i * 97);
+                    tcp_roundtrip(&c, &data) == echoed(&data)
+                })
+            })
+            .collect();
+        handles.into_iter().all(|h| h.join().unwrap())
+    })
+}
+
 /// Polls `cond` until it holds or `limit` passes.
 pub fn wait_for(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let end = Instant::now() + limit;
