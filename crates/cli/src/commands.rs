@@ -229,8 +229,11 @@ pub fn run(args: &RunArgs) -> Result<u8> {
     })?;
     // Sweep before resolution: a killed run's placeholders should be gone before resolution
     // looks at the project, or they would be taken for the user's own files.
-    let foreign = crate::runtime_dir::sweep_stale(Some(runtime.path().as_path()));
-    let loaded = crate::load::load_with(&args.policy, foreign)?;
+    let own = Some(runtime.path().as_path());
+    let foreign = crate::runtime_dir::sweep_stale(own);
+    let loaded = crate::runtime_dir::resolve_settled(own, foreign, |foreign| {
+        crate::load::load_with(&args.policy, foreign)
+    })?;
     for n in &loaded.notes {
         eprintln!("paddock: note: {n}");
     }

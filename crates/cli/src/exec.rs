@@ -436,10 +436,17 @@ fn write_manifest_of<'a>(
 ) -> Result<()> {
     let text = manifest_bytes(entries);
     let path = dir.join(PLACEHOLDER_MANIFEST);
-    let mut f = File::create(&path).with_context(|| format!("cannot write {}", path.display()))?;
+    // Written aside and renamed over: concurrent runs read it (their resolution takes the
+    // listed placeholders for another run's), and a rewrite read half-done (empty after the
+    // truncation) made them take this run's `.git` for the user's repository, make their own
+    // `.git/hooks` inside it, and so keep it from being removed.
+    let aside = dir.join(format!(".{PLACEHOLDER_MANIFEST}"));
+    let mut f =
+        File::create(&aside).with_context(|| format!("cannot write {}", aside.display()))?;
     // No fsync: the manifest must survive a kill -9 of paddock, which the page cache already
     // guarantees; a crash of the machine empties the runtime base anyway.
     f.write_all(&text)?;
+    std::fs::rename(&aside, &path).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
 }
 

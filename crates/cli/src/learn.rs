@@ -123,7 +123,10 @@ pub fn learn(args: &LearnArgs) -> Result<u8> {
     }
     let env: Vec<_> = std::env::vars_os().collect();
     let ctx = Context::new(project, home).with_env(env);
-    let (resolved, _) = resolve(&policy, &ctx, &crate::host::CachedHost::with_foreign(foreign))?;
+    let own = Some(runtime.path().as_path());
+    let (resolved, _) = crate::runtime_dir::resolve_settled(own, foreign, |foreign| {
+        resolve(&policy, &ctx, &crate::host::CachedHost::with_foreign(foreign))
+    })?;
     // Before the spawn, as `paddock run` does: what it binds stays while it lives.
     runtime.record_uses_of(&resolved).context("cannot write the task's runtime directory")?;
     let facts = paddock_linux_bwrap::probe::facts();

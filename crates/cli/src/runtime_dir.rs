@@ -130,7 +130,8 @@ const LEFTOVER_PREFIX: &str = "leftover-";
 /// ignored: a sweep is best effort and never touches a directory whose lock is held. `own`
 /// is the caller's own runtime dir, if it has one already.
 ///
-/// Returns the placeholders of the runs alive: to this run they are missing names (see
+/// Returns the placeholders of the runs alive and of the leftover lists: to this run they
+/// are missing names (see
 /// `host::CachedHost::with_foreign`). Taken for the user's own, they would get this run's
 /// placeholders made inside them (its `.git/hooks` in another's `.git`), and the other run
 /// could not remove its own when done.
@@ -139,23 +140,69 @@ pub fn sweep_stale(own: Option<&Path>) -> Vec<PathBuf> {
     if ensure_private_dir(&base).is_err() {
         return Vec::new();
     }
-    let Ok(entries) = std::fs::read_dir(&base) else { return Vec::new() };
+    foreign_placeholders_sweeping(&base, own, true)
+}
+
+/// The placeholders of the live runs other than `own` and of the leftover lists: what
+/// [`sweep_stale`] returns, without sweeping.
+pub fn foreign_placeholders(own: Option<&Path>) -> Vec<PathBuf> {
+    foreign_placeholders_sweeping(&base(), own, false)
+}
+
+fn foreign_placeholders_sweeping(base: &Path, own: Option<&Path>, sweep: bool) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(base) else { return Vec::new() };
     let mut foreign = Vec::new();
     for entry in entries.flatten() {
         let path = entry.path();
         if Some(path.as_path()) == own {
             continue;
         }
+        // A leftover list's placeholders wait for the runs that bind them: their makers are
+        // gone, and so are the manifests that listed them.
+        if entry.file_name().as_encoded_bytes().starts_with(LEFTOVER_PREFIX.as_bytes()) {
+            let listed = std::fs::read(&path).map(|b| crate::exec::parse_manifest(&b));
+            foreign.extend(listed.unwrap_or_default().into_iter().map(|(p, _)| p));
+            continue;
+        }
         match run_state(&entry) {
-            RunState::Gone => sweep_one(&path),
+            RunState::Gone if sweep => sweep_one(&path),
             RunState::Alive => {
                 foreign.extend(crate::exec::read_manifest(&path).into_iter().map(|(p, _)| p));
             }
-            RunState::Other => {}
+            RunState::Gone | RunState::Other => {}
         }
     }
     foreign
 }
+
+/// Resolves with `resolve(foreign)` until no other run made a placeholder meanwhile.
+///
+/// The placeholders of other runs are read before resolution ([`sweep_stale`]), which
+/// takes them for missing names. One made after that read, while this run resolves, would be
+/// taken for the user's own (a `.git` for a repository, and this run would make its own
+/// `.git/hooks` inside it, which keeps the other's `.git` from ever being removed). Its
+/// maker lists it before making it, so reading again after the resolution finds it; then
+/// the resolution is done again, knowing it. Bounded: the other runs of one project make the
+/// same placeholders, so the set stops growing.
+pub fn resolve_settled<T, E>(
+    own: Option<&Path>,
+    mut foreign: Vec<PathBuf>,
+    mut resolve: impl FnMut(Vec<PathBuf>) -> Result<T, E>,
+) -> Result<T, E> {
+    for _ in 0..SETTLE_TRIES {
+        let resolved = resolve(foreign.clone())?;
+        let new: Vec<PathBuf> =
+            foreign_placeholders(own).into_iter().filter(|p| !foreign.contains(p)).collect();
+        if new.is_empty() {
+            return Ok(resolved);
+        }
+        foreign.extend(new);
+    }
+    resolve(foreign)
+}
+
+/// How many times [`resolve_settled`] resolves before it takes the last result.
+const SETTLE_TRIES: usize = 4;
 
 fn sweep_one(path: &Path) {
     let listed: Vec<(PathBuf, bool, u64)> =
@@ -497,6 +544,39 @@ mod tests {
         assert!(path.exists());
         drop(dir);
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_placeholder_made_during_resolution_makes_it_resolve_again() {
+        let me = RuntimeDir::create().unwrap();
+        let other = RuntimeDir::create().unwrap();
+        let made = std::env::temp_dir().join(format!("paddock-settle-{}/.git", std::process::id()));
+        let own = Some(me.path().as_path());
+        let mut seen: Vec<Vec<PathBuf>> = Vec::new();
+        let got = resolve_settled(own, Vec::new(), |foreign| {
+            if seen.is_empty() {
+                // Another run lists (then makes) a placeholder while this one resolves.
+                let text = crate::exec::manifest_bytes(std::iter::once((made.as_path(), true)));
+                std::fs::write(
+                    other.path().as_path().join(crate::exec::PLACEHOLDER_MANIFEST),
+                    text,
+                )
+                .unwrap();
+            }
+            seen.push(foreign.clone());
+            Ok::<_, std::io::Error>(foreign)
+        })
+        .unwrap();
+        assert_eq!(seen.len(), 2, "{seen:?}");
+        assert!(!seen[0].contains(&made) && got.contains(&made), "{seen:?}");
+        // A leftover list's placeholders are other runs' too.
+        let ghost = made.with_file_name(".vscode");
+        drop(other);
+        write_leftover(&[(ghost.clone(), true, 0)]);
+        assert!(foreign_placeholders(own).contains(&ghost));
+        assert!(!foreign_placeholders(own).contains(&made), "a run gone lists nothing");
+        release_placeholders(&[], own);
+        assert!(!foreign_placeholders(own).contains(&ghost), "the list outlived its entry");
     }
 
     #[test]
