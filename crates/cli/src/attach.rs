@@ -25,10 +25,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use paddock_linux_bwrap::trace::{TraceOptions, attach, attach_options};
-use paddock_policy::{AbsPathBuf, ResolvedPolicy, SpawnPlan};
+use paddock_policy::{AbsPathBuf, SpawnPlan};
 
 use crate::supervise::{RunOptions, RunOutcome, pidfd_kill, pidfd_open, run_plan_attached};
-use crate::trace::{Observer, Ran, Reader, Violations};
+use crate::trace::{Observer, Ran, Reader, Run, Violations};
 
 /// `PADDOCK_STRACE_ATTACH=0` runs bwrap under strace in the `strace` mode too, as
 /// `--seccomp-bpf` tracing always does: to compare the two, or where attaching misbehaves.
@@ -104,14 +104,8 @@ pub fn run_observed<O: Observer>(
 }
 
 /// [`run_observed`] for `paddock run`: the reported violations.
-pub fn run(
-    plan: &SpawnPlan,
-    topts: &TraceOptions,
-    policy: &ResolvedPolicy,
-    cwd: &AbsPathBuf,
-    opts: &RunOptions,
-    runtime_dir: Option<&Path>,
-) -> Result<Option<Ran>> {
+pub fn run(run: Run<'_>, topts: &TraceOptions) -> Result<Option<Ran>> {
+    let Run { plan, policy, cwd, opts, runtime_dir } = run;
     let observer = |pid| Violations::attached(policy.clone(), cwd.as_path(), pid);
     let Some(ran) = run_observed(plan, &topts.strace, observer, opts, runtime_dir)? else {
         return Ok(None);

@@ -213,7 +213,14 @@ fn run_itemized(
         M::Strace(o) => (Cow::Borrowed(plan), Some(o)),
         M::Off => (Cow::Borrowed(plan), None),
     };
-    crate::trace::run(&plan, trace.as_ref(), &loaded.resolved, &loaded.cwd, opts, dir)
+    let run = crate::trace::Run {
+        plan: &plan,
+        policy: &loaded.resolved,
+        cwd: &loaded.cwd,
+        opts,
+        runtime_dir: dir,
+    };
+    crate::trace::run(run, trace.as_ref())
 }
 
 /// `paddock run`.

@@ -16,16 +16,13 @@
 //! When strace fails before it runs the shim (the task has not run: a policy that hides
 //! strace's libraries, for one), the caller traces bwrap instead.
 
-use std::path::Path;
-
 use anyhow::Result;
 use paddock_linux_bwrap::shim::signal_scoping_available;
 use paddock_linux_bwrap::trace::{TraceOptions, inside};
-use paddock_policy::{AbsPathBuf, ResolvedPolicy, SpawnPlan};
 use paddock_strace_parse::{Event, EventKind};
 
-use crate::supervise::{RunOptions, run_plan_with};
-use crate::trace::{Observer, Ran, Reader, Violations};
+use crate::supervise::run_plan_with;
+use crate::trace::{Observer, Ran, Reader, Run, Violations};
 
 /// `PADDOCK_STRACE_INSIDE=0` traces bwrap with `--seccomp-bpf`, as before strace ran inside
 /// the sandbox: to compare the two, or where running strace inside misbehaves.
@@ -40,14 +37,8 @@ pub fn enabled() -> bool {
 /// Runs `plan` with strace inside the sandbox. `None`: the task did not run (the kernel
 /// cannot scope signals, or strace failed before running the shim: then a note is
 /// printed), and the caller runs it with strace around bwrap.
-pub fn run(
-    plan: &SpawnPlan,
-    topts: &TraceOptions,
-    policy: &ResolvedPolicy,
-    cwd: &AbsPathBuf,
-    opts: &RunOptions,
-    runtime_dir: Option<&Path>,
-) -> Result<Option<Ran>> {
+pub fn run(run: Run<'_>, topts: &TraceOptions) -> Result<Option<Ran>> {
+    let Run { plan, policy, cwd, opts, runtime_dir } = run;
     if !signal_scoping_available() {
         // Nothing to say: the kernel decides, as it does for the observers.
         return Ok(None);

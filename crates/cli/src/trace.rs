@@ -402,6 +402,22 @@ pub fn choose(mode: ItemizeMode, facts: &HostFacts) -> (Option<TraceOptions>, Op
     }
 }
 
+/// A run to itemize: the plan, the policy and working directory its trace is classified
+/// against, how it is supervised, and the runtime dir its placeholders are recorded in.
+#[derive(Clone, Copy, Debug)]
+pub struct Run<'a> {
+    /// The plan to run.
+    pub plan: &'a SpawnPlan,
+    /// The policy the denials are classified and filtered by.
+    pub policy: &'a ResolvedPolicy,
+    /// The task's working directory.
+    pub cwd: &'a AbsPathBuf,
+    /// Timeout, grace, capture, inherited descriptors.
+    pub opts: &'a RunOptions,
+    /// The run's runtime dir.
+    pub runtime_dir: Option<&'a Path>,
+}
+
 /// A finished run and what the trace said.
 #[derive(Debug)]
 pub struct Ran {
@@ -417,27 +433,21 @@ pub struct Ran {
 /// started and strace traced no call, not even bwrap's `execve`), the task is run once more
 /// untraced, and stderr says so. Only the supervisor's word and strace's pipe decide this,
 /// never the task's output: a task printing a strace-like last line is not run again.
-pub fn run(
-    plan: &SpawnPlan,
-    trace: Option<&TraceOptions>,
-    policy: &ResolvedPolicy,
-    cwd: &AbsPathBuf,
-    opts: &RunOptions,
-    runtime_dir: Option<&Path>,
-) -> Result<Ran> {
+pub fn run(run: Run<'_>, trace: Option<&TraceOptions>) -> Result<Ran> {
+    let Run { plan, policy, cwd, opts, runtime_dir } = run;
     let Some(topts) = trace else {
         let outcome = run_plan_in(plan, opts, runtime_dir)?;
         return Ok(Ran { outcome, itemized_by: None, violations: Vec::new() });
     };
     if topts.seccomp_bpf
         && crate::inside::enabled()
-        && let Some(ran) = crate::inside::run(plan, topts, policy, cwd, opts, runtime_dir)?
+        && let Some(ran) = crate::inside::run(run, topts)?
     {
         return Ok(ran);
     }
     if !topts.seccomp_bpf
         && crate::attach::enabled()
-        && let Some(ran) = crate::attach::run(plan, topts, policy, cwd, opts, runtime_dir)?
+        && let Some(ran) = crate::attach::run(run, topts)?
     {
         return Ok(ran);
     }
