@@ -343,8 +343,10 @@ fn run(args: &[OsString]) -> Result<i32, String> {
     // Stopping joins the relays' threads and removes the sockets the supervisor served.
     if prepared.tracer.is_some() {
         // strace is our child now (its parent left, and we are the subreaper): it writes
-        // the task's last lines once the task's group is gone. Whatever left that group
-        // keeps strace waiting; it goes when we exit, after a bounded wait.
+        // the task's last lines once every process it follows is gone. What left the
+        // task's group (a `setsid` daemon) would keep it waiting: everything else goes
+        // first, and the wait is bounded anyway.
+        kill_all_but_strace();
         await_children(sfd, std::time::Duration::from_secs(2));
     }
     drop(relays);
@@ -568,6 +570,30 @@ fn child(p: &Prepared, mask: &libc::sigset_t) -> ! {
             install_notify(&n.program);
         }
     })
+}
+
+/// Kills every process of the sandbox but this one and strace (whose executable is
+/// [`crate::trace::STRACE_PATH`]): what the task left behind after its group was killed.
+/// Scanned twice, for what forked during the first pass.
+fn kill_all_but_strace() {
+    let own = std::process::id();
+    for _ in 0..2 {
+        let Ok(entries) = std::fs::read_dir("/proc") else { return };
+        for entry in entries.flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
+            let strace = std::fs::read_link(entry.path().join("exe"))
+                .is_ok_and(|exe| exe.as_os_str() == crate::trace::STRACE_PATH);
+            if pid == own || strace {
+                continue;
+            }
+            if let Ok(pid) = libc::pid_t::try_from(pid) {
+                // SAFETY: kill with integers, on a process of this pid namespace.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+    }
 }
 
 /// Reaps children until none is left or `limit` has passed, waking on SIGCHLD (`sfd`).
