@@ -28,19 +28,28 @@ pub fn socket_pair() -> std::io::Result<(OwnedFd, OwnedFd)> {
 #[repr(C, align(8))]
 struct Control([u8; 64]);
 
+/// A message of the one byte `iov` points at and the first `control_len` bytes of `control`.
+/// The caller keeps both alive while the message is used.
+fn message(iov: &mut libc::iovec, control: &mut Control, control_len: usize) -> libc::msghdr {
+    // SAFETY: msghdr is plain data, for which all zeroes is a valid value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.0.as_mut_ptr().cast();
+    msg.msg_controllen = control_len as _;
+    msg
+}
+
 /// Sends `fd` over `sock` with one data byte. Returns the errno on failure. No allocation.
 pub fn send_fd(sock: i32, fd: i32) -> Result<(), i32> {
     let mut byte = [b'L'];
     let mut control = Control([0; 64]);
     let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
-    // SAFETY: msghdr is plain data; every pointer set below points into live stack buffers,
-    // and CMSG_SPACE(4) is well under the 64 bytes of `control`.
+    // SAFETY: CMSG_SPACE(4) is well under the 64 bytes of `control`.
+    let msg = message(&mut iov, &mut control, unsafe { libc::CMSG_SPACE(4) } as usize);
+    // SAFETY: the message's pointers point into `byte`, `iov` and `control`, live stack
+    // buffers; the header written is within `control`.
     unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &raw mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.0.as_mut_ptr().cast();
-        msg.msg_controllen = libc::CMSG_SPACE(4) as _;
         let cmsg = libc::CMSG_FIRSTHDR(&raw const msg);
         if cmsg.is_null() {
             return Err(libc::EINVAL);
@@ -67,13 +76,10 @@ pub fn recv_fd(sock: i32) -> std::io::Result<Option<OwnedFd>> {
     let mut byte = [0u8];
     let mut control = Control([0; 64]);
     let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
+    let len = control.0.len();
+    let mut msg = message(&mut iov, &mut control, len);
     // SAFETY: as in `send_fd`; the received descriptor is taken into an OwnedFd once.
     unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &raw mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.0.as_mut_ptr().cast();
-        msg.msg_controllen = control.0.len() as _;
         let n = loop {
             let n = libc::recvmsg(sock, &raw mut msg, libc::MSG_CMSG_CLOEXEC);
             if n >= 0 {
