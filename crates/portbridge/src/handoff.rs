@@ -40,10 +40,7 @@ const MARK: u8 = b'C';
 /// A connected pair of `SOCK_SEQPACKET` unix sockets, close-on-exec: the first end for
 /// [`TcpHandoff`], the second for [`HandoffToTcp`].
 pub fn handoff_channel() -> io::Result<(OwnedFd, OwnedFd)> {
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    let flags = socket::SockFlag::SOCK_CLOEXEC;
-    #[cfg(not(any(target_os = "linux", target_os = "android")))]
-    let flags = socket::SockFlag::empty();
+    let flags = platform::SOCKET_CLOEXEC;
     let (host, sandbox) =
         socket::socketpair(socket::AddressFamily::Unix, socket::SockType::SeqPacket, None, flags)?;
     if flags.is_empty() {
@@ -132,7 +129,7 @@ fn send(channel: RawFd, conn: RawFd) -> io::Result<()> {
             channel,
             &iov,
             &cmsg,
-            MsgFlags::MSG_DONTWAIT | no_signal(),
+            MsgFlags::MSG_DONTWAIT | platform::NO_SIGNAL,
             None,
         ) {
             Ok(_) => return Ok(()),
@@ -154,7 +151,7 @@ pub(crate) fn receive(channel: &OwnedFd) -> io::Result<Stream> {
             channel.as_raw_fd(),
             &mut iov,
             Some(&mut space),
-            MsgFlags::MSG_DONTWAIT | cloexec(),
+            MsgFlags::MSG_DONTWAIT | platform::RECEIVE_CLOEXEC,
         ) {
             Ok(msg) => break msg,
             Err(nix::errno::Errno::EINTR) => {}
@@ -178,7 +175,7 @@ pub(crate) fn receive(channel: &OwnedFd) -> io::Result<Stream> {
         return Err(aborted());
     }
     let fd = received.remove(0);
-    if cloexec().is_empty() {
+    if platform::RECEIVE_CLOEXEC.is_empty() {
         set_cloexec(&fd).map_err(|_| aborted())?;
     }
     let is_stream =
@@ -198,23 +195,20 @@ fn set_nonblocking(fd: &OwnedFd) -> io::Result<()> {
     Ok(())
 }
 
+/// The flags that exist on Linux only; elsewhere the close-on-exec flag is set after the
+/// call ([`set_cloexec`]), and SIGPIPE is ignored (Rust programs ignore it from their start).
 #[cfg(any(target_os = "linux", target_os = "android"))]
-fn no_signal() -> MsgFlags {
-    MsgFlags::MSG_NOSIGNAL
+mod platform {
+    use nix::sys::socket::{MsgFlags, SockFlag};
+    pub(super) const SOCKET_CLOEXEC: SockFlag = SockFlag::SOCK_CLOEXEC;
+    pub(super) const NO_SIGNAL: MsgFlags = MsgFlags::MSG_NOSIGNAL;
+    pub(super) const RECEIVE_CLOEXEC: MsgFlags = MsgFlags::MSG_CMSG_CLOEXEC;
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn no_signal() -> MsgFlags {
-    // macOS has no MSG_NOSIGNAL; Rust programs ignore SIGPIPE from their start.
-    MsgFlags::empty()
-}
-
-#[cfg(any(target_os = "linux", target_os = "android"))]
-fn cloexec() -> MsgFlags {
-    MsgFlags::MSG_CMSG_CLOEXEC
-}
-
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn cloexec() -> MsgFlags {
-    MsgFlags::empty()
+mod platform {
+    use nix::sys::socket::{MsgFlags, SockFlag};
+    pub(super) const SOCKET_CLOEXEC: SockFlag = SockFlag::empty();
+    pub(super) const NO_SIGNAL: MsgFlags = MsgFlags::empty();
+    pub(super) const RECEIVE_CLOEXEC: MsgFlags = MsgFlags::empty();
 }
