@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use paddock_linux_bwrap::trace::{TraceOptions, attach, attach_options};
+use paddock_linux_bwrap::trace::{TraceOptions, attach, attach_options, tracer_pid};
 use paddock_policy::{AbsPathBuf, SpawnPlan};
 
 use crate::supervise::{RunOptions, RunOutcome, pidfd_kill, pidfd_open, run_plan_attached};
@@ -176,11 +176,6 @@ fn watch(strace: &Child, supervisor: u32, died: Arc<AtomicBool>) -> Result<()> {
     Ok(())
 }
 
-/// The `TracerPid:` of a `/proc/PID/status` text.
-fn tracer_pid(status: &str) -> Option<u32> {
-    status.lines().find_map(|l| l.strip_prefix("TracerPid:")).and_then(|v| v.trim().parse().ok())
-}
-
 /// Reaps strace, which ends with its last tracee; one that does not is killed.
 fn end(strace: &mut Child) {
     if let Ok(pidfd) = i32::try_from(strace.id()).map_err(anyhow::Error::from).and_then(pidfd_open)
@@ -195,17 +190,4 @@ fn end(strace: &mut Child) {
     }
     let _ = strace.kill();
     let _ = strace.wait();
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_tracer_is_read_from_the_status_file() {
-        let status = "Name:\tpaddock\nState:\tS (sleeping)\nTracerPid:\t4242\nUid:\t0\n";
-        assert_eq!(tracer_pid(status), Some(4242));
-        assert_eq!(tracer_pid("TracerPid:\t0\n"), Some(0));
-        assert_eq!(tracer_pid("Name:\tx\n"), None);
-    }
 }

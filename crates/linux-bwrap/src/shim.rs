@@ -66,11 +66,7 @@ fn run(args: &[OsString]) -> Result<std::convert::Infallible, String> {
 fn require_tracer() -> Result<(), String> {
     let status = std::fs::read_to_string("/proc/self/status")
         .map_err(|e| format!("cannot read /proc/self/status: {e}"))?;
-    let tracer = status
-        .lines()
-        .find_map(|l| l.strip_prefix("TracerPid:"))
-        .and_then(|v| v.trim().parse::<u32>().ok());
-    match tracer {
+    match crate::trace::tracer_pid(&status) {
         Some(pid) if pid != 0 => Ok(()),
         _ => Err("strace is not tracing it".into()),
     }

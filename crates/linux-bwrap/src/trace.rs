@@ -112,6 +112,12 @@ pub fn attach(mut plan: SpawnPlan) -> Result<SpawnPlan, crate::Error> {
     Ok(plan)
 }
 
+/// The `TracerPid:` of a `/proc/PID/status` text: who traces that process (0: nobody, or a
+/// tracer outside the reader's pid namespace).
+pub fn tracer_pid(status: &str) -> Option<u32> {
+    status.lines().find_map(|l| l.strip_prefix("TracerPid:")).and_then(|v| v.trim().parse().ok())
+}
+
 /// Where [`inside`] binds strace in the sandbox.
 pub const STRACE_PATH: &str = "/dev/.paddock-strace";
 /// The hidden subcommand strace runs inside the sandbox: it loads the task's filter and
@@ -249,6 +255,14 @@ mod tests {
         assert_eq!(SupervisorPayload { wait_for_tracer: false, ..back }, payload);
         // bwrap itself is not traced: the plan still runs it directly.
         assert_eq!(attached.program.as_path(), std::path::Path::new("/usr/bin/bwrap"));
+    }
+
+    #[test]
+    fn the_tracer_is_read_from_the_status_file() {
+        let status = "Name:\tpaddock\nState:\tS (sleeping)\nTracerPid:\t4242\nUid:\t0\n";
+        assert_eq!(tracer_pid(status), Some(4242));
+        assert_eq!(tracer_pid("TracerPid:\t0\n"), Some(0));
+        assert_eq!(tracer_pid("Name:\tx\n"), None);
     }
 
     #[test]
