@@ -165,11 +165,17 @@ pub fn seccomp_bpf() -> bool {
 /// Whether the suite's runs have strace inside the sandbox: `auto` without the observers,
 /// on a kernel whose Landlock scopes signals (without it, strace runs around bwrap).
 pub fn strace_inside() -> bool {
+    seccomp_bpf() && landlock_scopes_signals()
+}
+
+/// Whether this kernel scopes signals with Landlock (ABI 6), which strace inside the
+/// sandbox needs; without it `auto` traces bwrap.
+pub fn landlock_scopes_signals() -> bool {
     // SAFETY: the Landlock version query: no attribute, size 0, flag 1; returns a number.
     let abi = unsafe {
         libc::syscall(libc::SYS_landlock_create_ruleset, std::ptr::null::<u8>(), 0usize, 1u32)
     };
-    seccomp_bpf() && abi >= 6
+    abi >= 6
 }
 
 /// Whether the suite's itemizer ([`itemizer`]) works here. Skips loudly, or panics when OS

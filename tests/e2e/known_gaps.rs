@@ -195,15 +195,7 @@ fn unx03c_network_on_reaches_host_abstract_sockets() {
 
 #[test]
 fn prc09b_strace_inside_the_sandbox_is_visible_but_out_of_reach() {
-    if !require_strace() {
-        return;
-    }
-    // SAFETY: the Landlock version query: no attribute, size 0, flag 1; returns a number.
-    let abi = unsafe {
-        libc::syscall(libc::SYS_landlock_create_ruleset, std::ptr::null::<u8>(), 0usize, 1u32)
-    };
-    if abi < 6 {
-        eprintln!("SKIPPED: Landlock cannot scope signals here; strace runs around bwrap");
+    if !require_strace() || !crate::strace_inside::signal_scoping() {
         return;
     }
     gap("PRC-09b");
