@@ -112,14 +112,15 @@ struct Tracer {
     program: CString,
     /// strace's argv, then the shim's, then the task's.
     argv: CArray,
-    /// A memfd holding the task's BPF program, for the shim ([`SHIM_BPF_FD`] in the child).
+    /// The runner's memfd holding the task's BPF program (a copy of the seccomp payload's
+    /// descriptor), for the shim ([`SHIM_BPF_FD`] in the child, read from its start).
     bpf: std::os::fd::OwnedFd,
     /// The log's write end; close-on-exec here, passed on by the child alone.
     log: std::os::fd::OwnedFd,
 }
 
 impl Tracer {
-    fn prepare(si: &StraceInside, task_args: &[Bytes], bpf: &[u8]) -> Result<Tracer, String> {
+    fn prepare(si: &StraceInside, task_args: &[Bytes], bpf_fd: i32) -> Result<Tracer, String> {
         use std::os::fd::AsRawFd;
         let log = inherited(si.log_fd, "trace log")?;
         if log.as_raw_fd() <= SHIM_BPF_FD {
@@ -129,33 +130,31 @@ impl Tracer {
             .chain(si.args.iter().chain(task_args).map(|a| a.0.clone()))
             .map(|a| launch::cstring(&a))
             .collect::<Result<Vec<_>, _>>()?;
-        let memfd =
-            nix::sys::memfd::memfd_create(c"paddock-bpf", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)
-                .map_err(|e| format!("memfd_create: {e}"))?;
-        let mut file = std::fs::File::from(memfd);
-        std::io::Write::write_all(&mut file, bpf)
-            .and_then(|()| std::io::Seek::rewind(&mut file))
-            .map_err(|e| format!("cannot write the filter for the shim: {e}"))?;
-        Ok(Tracer {
-            program: launch::cstring(&si.program.0)?,
-            argv: CArray::new(argv),
-            bpf: file.into(),
-            log,
-        })
+        // SAFETY: F_DUPFD_CLOEXEC on a descriptor number; a closed one fails with EBADF.
+        let bpf = unsafe { libc::fcntl(bpf_fd, libc::F_DUPFD_CLOEXEC, 0) };
+        if bpf < 0 {
+            return Err(format!(
+                "the seccomp descriptor {bpf_fd} is not open: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        // SAFETY: a fresh descriptor that we now own.
+        let bpf = unsafe { std::os::fd::FromRawFd::from_raw_fd(bpf) };
+        Ok(Tracer { program: launch::cstring(&si.program.0)?, argv: CArray::new(argv), bpf, log })
     }
 
     /// The child's exec of strace, in the task's environment and cwd. Never returns.
     fn exec(&self, env: &CArray) -> ! {
         use std::os::fd::AsRawFd;
         let (bpf, log) = (self.bpf.as_raw_fd(), self.log.as_raw_fd());
-        // SAFETY: dup2, fcntl and close_range on descriptors of our own process, execve with
+        // SAFETY: dup2, fcntl, lseek and close_range on descriptors of our own process, execve with
         // NUL-terminated arrays prepared before the fork; all async-signal-safe.
         unsafe {
             let kept = if bpf == SHIM_BPF_FD {
                 libc::fcntl(bpf, libc::F_SETFD, 0) == 0
             } else {
                 libc::dup2(bpf, SHIM_BPF_FD) == SHIM_BPF_FD
-            };
+            } && libc::lseek(SHIM_BPF_FD, 0, libc::SEEK_SET) == 0;
             if !kept || libc::fcntl(log, libc::F_SETFD, 0) != 0 {
                 die(
                     EXIT_SUPERVISOR,
@@ -239,10 +238,7 @@ fn run(args: &[OsString]) -> Result<i32, String> {
     let payload_fd = parse_args(args)?;
     let payload = SupervisorPayload::from_bytes(&read_fd(payload_fd)?, payload_fd)
         .map_err(|e| e.to_string())?;
-    let bpf = read_fd(payload.seccomp_fd)?;
-    if bpf.is_empty() {
-        return Err("the seccomp program is empty; refusing to run the task unfiltered".to_owned());
-    }
+    // Before the program is read: the shim reads it again from the same descriptor.
     let tracer = match &payload.strace_inside {
         Some(si) if payload.record_fd.is_some() => {
             return Err(format!(
@@ -250,9 +246,13 @@ fn run(args: &[OsString]) -> Result<i32, String> {
                 String::from_utf8_lossy(si.program.0.as_encoded_bytes())
             ));
         }
-        Some(si) => Some(Tracer::prepare(si, &payload.args, &bpf)?),
+        Some(si) => Some(Tracer::prepare(si, &payload.args, payload.seccomp_fd)?),
         None => None,
     };
+    let bpf = read_fd(payload.seccomp_fd)?;
+    if bpf.is_empty() {
+        return Err("the seccomp program is empty; refusing to run the task unfiltered".to_owned());
+    }
     let mut prepared = prepare(&payload, bpf)?;
     prepared.tracer = tracer;
     let mut notify_setup = None;
