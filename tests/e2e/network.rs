@@ -495,10 +495,13 @@ fn a_killed_run_leaves_no_listener_and_its_sockets_are_swept() {
     let mut child = s
         .paddock()
         .env("XDG_RUNTIME_DIR", &xdg)
-        .args(["run", "--", "sleep", "30"])
+        .args(["run", "--", "sh", "-c", "touch started; exec sleep 30"])
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
+    // Killed once the task runs, not while paddock is still spawning: a child forked but
+    // not yet executed holds the listener for that moment.
+    let started = s.project.join("started");
     let base = xdg.join("paddock");
     let runtime = || {
         std::fs::read_dir(&base)
@@ -509,7 +512,7 @@ fn a_killed_run_leaves_no_listener_and_its_sockets_are_swept() {
             .find(|p| p.join("net/proxy").exists())
     };
     let end = Instant::now() + Duration::from_secs(10);
-    while (runtime().is_none() || !listening(port)) && Instant::now() < end {
+    while (runtime().is_none() || !listening(port) || !started.exists()) && Instant::now() < end {
         std::thread::sleep(Duration::from_millis(50));
     }
     let dir =
