@@ -39,6 +39,8 @@ pub mod report;
 #[cfg(target_os = "linux")]
 pub mod runtime_dir;
 #[cfg(target_os = "linux")]
+pub mod spares;
+#[cfg(target_os = "linux")]
 pub mod supervise;
 #[cfg(target_os = "linux")]
 pub mod trace;

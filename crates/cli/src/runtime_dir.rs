@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 
 use paddock_policy::AbsPathBuf;
 
+use crate::spares::{Spares, Stamp};
+
 /// The lock file's name.
 pub const LOCK_FILE: &str = "lock";
 
@@ -205,9 +207,9 @@ pub fn resolve_settled<T, E>(
 const SETTLE_TRIES: usize = 4;
 
 fn sweep_one(path: &Path) {
-    let listed: Vec<(PathBuf, bool, u64)> =
-        crate::exec::read_manifest(path).into_iter().map(|(p, dir)| (p, dir, 0)).collect();
-    release_placeholders(&listed, None);
+    let listed: Vec<(PathBuf, bool, Stamp)> =
+        crate::exec::read_manifest(path).into_iter().map(|(p, dir)| (p, dir, Stamp::ANY)).collect();
+    release_placeholders(&listed, None, &mut Spares::none());
     let _ = std::fs::remove_dir_all(path);
 }
 
@@ -225,6 +227,9 @@ enum RunState {
 }
 
 fn run_state(entry: &std::fs::DirEntry) -> RunState {
+    if entry.file_name() == crate::spares::SPARES_DIR {
+        return RunState::Other;
+    }
     let Ok(meta) = std::fs::symlink_metadata(entry.path()) else { return RunState::Other };
     if !meta.is_dir() {
         return RunState::Other;
@@ -341,7 +346,13 @@ fn scan(own: Option<&Path>) -> Scan {
 /// writable there. Each run records what it binds ([`RuntimeDir::record_uses`]) before it
 /// spawns; the residual window (this check, then that run's record and bind, then the
 /// removal, all within microseconds) would make that run's bwrap fail, or lose the bind.
-pub fn release_placeholders(list: &[(PathBuf, bool, u64)], own: Option<&Path>) {
+///
+/// The untouched ones this run made go to its `spares` rather than being removed.
+pub fn release_placeholders(
+    list: &[(PathBuf, bool, Stamp)],
+    own: Option<&Path>,
+    spares: &mut Spares,
+) {
     // This run's sandbox is gone: its own uses are cleared first, so that two runs releasing
     // at once do not each keep the other's placeholders for the other.
     if let Some(dir) = own {
@@ -353,10 +364,10 @@ pub fn release_placeholders(list: &[(PathBuf, bool, u64)], own: Option<&Path>) {
     let _serial = release_lock();
     let first = scan(own);
     let (keep, now): (Vec<_>, Vec<_>) = list.iter().partition(|(p, _, _)| first.used.contains(p));
-    let mut keep: Vec<(PathBuf, bool, u64)> = keep.into_iter().cloned().collect();
+    let mut keep: Vec<(PathBuf, bool, Stamp)> = keep.into_iter().cloned().collect();
     // A directory another live run made its own placeholders in waits for it, like one it
     // binds: the last run out removes it once they are gone.
-    let stuck = remove_all(&now);
+    let stuck = remove_all(&now, spares);
     if first.live > 0 {
         keep.extend(stuck.into_iter().cloned());
     }
@@ -367,11 +378,11 @@ pub fn release_placeholders(list: &[(PathBuf, bool, u64)], own: Option<&Path>) {
         if listed.iter().any(|(p, _)| first.used.contains(p)) {
             continue;
         }
-        let stuck: Vec<(PathBuf, bool, u64)> = listed
+        let stuck: Vec<(PathBuf, bool, Stamp)> = listed
             .iter()
             .rev()
-            .filter(|(p, dir)| !crate::exec::remove_placeholder(p, *dir, 0))
-            .map(|(p, dir)| (p.clone(), *dir, 0))
+            .filter(|(p, dir)| !crate::exec::remove_placeholder(p, *dir, Stamp::ANY))
+            .map(|(p, dir)| (p.clone(), *dir, Stamp::ANY))
             .collect();
         // Still holding another live run's placeholders: theirs to leave to the last run.
         // With no run alive, what is in it is someone's own: it stays, unlisted.
@@ -386,24 +397,33 @@ pub fn release_placeholders(list: &[(PathBuf, bool, u64)], own: Option<&Path>) {
     }
 }
 
-/// Removes placeholders: files first, then directories deepest first, one at a time.
+/// Removes placeholders (or keeps the untouched ones as `spares`): files first, then
+/// directories deepest first, one at a time.
 ///
 /// Serial on purpose. On ext4 mounted with `discard` an `rmdir` costs about 70 us against
 /// 10 us for an unlink; removing siblings from threads of their own was measured slower
 /// (`cargo xtask bench spawn`, 19 placeholders: 0.4 ms more per run), thread start-up and
-/// the teardown of each thread's malloc arena costing more than the overlap won.
+/// the teardown of each thread's malloc arena costing more than the overlap won; a rename
+/// into the spares costs neither.
 /// Returns the directories left because they were not empty.
-fn remove_all<'a>(list: &[&'a (PathBuf, bool, u64)]) -> Vec<&'a (PathBuf, bool, u64)> {
-    for (path, _, ino) in list.iter().filter(|e| !e.1) {
-        crate::exec::remove_placeholder(path, false, *ino);
+fn remove_all<'a>(
+    list: &[&'a (PathBuf, bool, Stamp)],
+    spares: &mut Spares,
+) -> Vec<&'a (PathBuf, bool, Stamp)> {
+    for (path, _, stamp) in list.iter().filter(|e| !e.1) {
+        if !spares.keep(path, false, *stamp) {
+            crate::exec::remove_placeholder(path, false, *stamp);
+        }
     }
-    let mut dirs: Vec<&(PathBuf, bool, u64)> = list.iter().copied().filter(|e| e.1).collect();
+    let mut dirs: Vec<&(PathBuf, bool, Stamp)> = list.iter().copied().filter(|e| e.1).collect();
     dirs.sort_by_key(|e| std::cmp::Reverse(e.0.components().count()));
-    dirs.retain(|(path, _, ino)| !crate::exec::remove_placeholder(path, true, *ino));
+    dirs.retain(|(path, _, stamp)| {
+        !spares.keep(path, true, *stamp) && !crate::exec::remove_placeholder(path, true, *stamp)
+    });
     dirs
 }
 
-fn write_leftover(list: &[(PathBuf, bool, u64)]) {
+fn write_leftover(list: &[(PathBuf, bool, Stamp)]) {
     let Ok(name) = random_name() else { return };
     let path = base().join(format!("{LEFTOVER_PREFIX}{name}"));
     let text = crate::exec::manifest_bytes(list.iter().map(|(p, dir, _)| (p.as_path(), *dir)));
@@ -416,7 +436,9 @@ fn write_leftover(list: &[(PathBuf, bool, u64)]) {
         .and_then(|mut f| std::io::Write::write_all(&mut f, &text));
 }
 
-fn ensure_private_dir(base: &Path) -> io::Result<()> {
+/// Makes `base` a private directory of ours (0700), or checks that it is one: not a link,
+/// not someone else's directory planted in a shared `/tmp`.
+pub(crate) fn ensure_private_dir(base: &Path) -> io::Result<()> {
     if let Some(parent) = base.parent() {
         std::fs::create_dir_all(parent)?;
     }
@@ -497,11 +519,11 @@ mod tests {
         std::fs::create_dir(&ghost).unwrap();
         user.record_uses([ghost.as_path()].into_iter()).unwrap();
         // Its creator ends: the placeholder stays, listed for later.
-        release_placeholders(&[(ghost.clone(), true, 0)], None);
+        release_placeholders(&[(ghost.clone(), true, Stamp::ANY)], None, &mut Spares::none());
         assert!(ghost.exists(), "removed while a live run binds it");
         // The user ends too: the next release removes it, and its leftover file.
         drop(user);
-        release_placeholders(&[], None);
+        release_placeholders(&[], None, &mut Spares::none());
         assert!(!ghost.exists());
         let leftovers = std::fs::read_dir(base())
             .unwrap()
@@ -572,10 +594,10 @@ mod tests {
         // A leftover list's placeholders are other runs' too.
         let ghost = made.with_file_name(".vscode");
         drop(other);
-        write_leftover(&[(ghost.clone(), true, 0)]);
+        write_leftover(&[(ghost.clone(), true, Stamp::ANY)]);
         assert!(foreign_placeholders(own).contains(&ghost));
         assert!(!foreign_placeholders(own).contains(&made), "a run gone lists nothing");
-        release_placeholders(&[], own);
+        release_placeholders(&[], own, &mut Spares::none());
         assert!(!foreign_placeholders(own).contains(&ghost), "the list outlived its entry");
     }
 

@@ -254,7 +254,7 @@ pub(super) fn run_observed_sleep(args: &[OsString]) -> i32 {
         Some(&mount),
     )
     .unwrap();
-    let Spawned { mut child, .. } = spawned;
+    let Spawned { child, .. } = spawned;
     let _ = child.wait();
     let _ = server.finish();
     0
@@ -281,7 +281,7 @@ pub(super) fn run_script(args: &[OsString]) -> i32 {
         opened.as_ref().map(|o| &o.0),
     )
     .unwrap();
-    let Spawned { mut child, .. } = spawned;
+    let Spawned { child, .. } = spawned;
     let status = child.wait().unwrap();
     if let Some((_, server)) = opened {
         eprintln!("records: {}", server.finish().len());
