@@ -34,6 +34,8 @@ pub mod learn;
 pub mod load;
 #[cfg(target_os = "linux")]
 pub mod observe;
+#[cfg(target_os = "linux")]
+pub mod placeholders;
 pub mod propose;
 pub mod report;
 #[cfg(target_os = "linux")]

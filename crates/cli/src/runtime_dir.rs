@@ -162,14 +162,15 @@ fn foreign_placeholders_sweeping(base: &Path, own: Option<&Path>, sweep: bool) -
         // A leftover list's placeholders wait for the runs that bind them: their makers are
         // gone, and so are the manifests that listed them.
         if entry.file_name().as_encoded_bytes().starts_with(LEFTOVER_PREFIX.as_bytes()) {
-            let listed = std::fs::read(&path).map(|b| crate::exec::parse_manifest(&b));
+            let listed = std::fs::read(&path).map(|b| crate::placeholders::parse_manifest(&b));
             foreign.extend(listed.unwrap_or_default().into_iter().map(|(p, _)| p));
             continue;
         }
         match run_state(&entry) {
             RunState::Gone if sweep => sweep_one(&path),
             RunState::Alive => {
-                foreign.extend(crate::exec::read_manifest(&path).into_iter().map(|(p, _)| p));
+                foreign
+                    .extend(crate::placeholders::read_manifest(&path).into_iter().map(|(p, _)| p));
             }
             RunState::Gone | RunState::Other => {}
         }
@@ -207,8 +208,10 @@ pub fn resolve_settled<T, E>(
 const SETTLE_TRIES: usize = 4;
 
 fn sweep_one(path: &Path) {
-    let listed: Vec<(PathBuf, bool, Stamp)> =
-        crate::exec::read_manifest(path).into_iter().map(|(p, dir)| (p, dir, Stamp::ANY)).collect();
+    let listed: Vec<(PathBuf, bool, Stamp)> = crate::placeholders::read_manifest(path)
+        .into_iter()
+        .map(|(p, dir)| (p, dir, Stamp::ANY))
+        .collect();
     release_placeholders(&listed, None, &mut Spares::none());
     let _ = std::fs::remove_dir_all(path);
 }
@@ -260,7 +263,7 @@ impl RuntimeDir {
     /// sandbox is gone, and a run may spawn more than once (a fallback to another itemizer).
     pub fn record_uses<'a>(&self, paths: impl Iterator<Item = &'a Path>) -> io::Result<()> {
         use std::io::Write;
-        let text = crate::exec::manifest_bytes(paths.map(|p| (p, false)));
+        let text = crate::placeholders::manifest_bytes(paths.map(|p| (p, false)));
         if let Ok(mut uses) = USES.lock() {
             uses.clone_from(&text);
         }
@@ -328,7 +331,9 @@ fn scan(own: Option<&Path>) -> Scan {
         } else if Some(path.as_path()) != own && run_state(&entry) == RunState::Alive {
             out.live += 1;
             if let Ok(bytes) = std::fs::read(path.join(LOCK_FILE)) {
-                out.used.extend(crate::exec::parse_manifest(&bytes).into_iter().map(|(p, _)| p));
+                out.used.extend(
+                    crate::placeholders::parse_manifest(&bytes).into_iter().map(|(p, _)| p),
+                );
             }
         }
     }
@@ -373,15 +378,16 @@ pub fn release_placeholders(
     }
     // The lists of runs that released before: removed once none of their users lives.
     for path in first.leftovers {
-        let listed =
-            std::fs::read(&path).map(|b| crate::exec::parse_manifest(&b)).unwrap_or_default();
+        let listed = std::fs::read(&path)
+            .map(|b| crate::placeholders::parse_manifest(&b))
+            .unwrap_or_default();
         if listed.iter().any(|(p, _)| first.used.contains(p)) {
             continue;
         }
         let stuck: Vec<(PathBuf, bool, Stamp)> = listed
             .iter()
             .rev()
-            .filter(|(p, dir)| !crate::exec::remove_placeholder(p, *dir, Stamp::ANY))
+            .filter(|(p, dir)| !crate::placeholders::remove_placeholder(p, *dir, Stamp::ANY))
             .map(|(p, dir)| (p.clone(), *dir, Stamp::ANY))
             .collect();
         // Still holding another live run's placeholders: theirs to leave to the last run.
@@ -412,13 +418,14 @@ fn remove_all<'a>(
 ) -> Vec<&'a (PathBuf, bool, Stamp)> {
     for (path, _, stamp) in list.iter().filter(|e| !e.1) {
         if !spares.keep(path, false, *stamp) {
-            crate::exec::remove_placeholder(path, false, *stamp);
+            crate::placeholders::remove_placeholder(path, false, *stamp);
         }
     }
     let mut dirs: Vec<&(PathBuf, bool, Stamp)> = list.iter().copied().filter(|e| e.1).collect();
     dirs.sort_by_key(|e| std::cmp::Reverse(e.0.components().count()));
     dirs.retain(|(path, _, stamp)| {
-        !spares.keep(path, true, *stamp) && !crate::exec::remove_placeholder(path, true, *stamp)
+        !spares.keep(path, true, *stamp)
+            && !crate::placeholders::remove_placeholder(path, true, *stamp)
     });
     dirs
 }
@@ -426,7 +433,8 @@ fn remove_all<'a>(
 fn write_leftover(list: &[(PathBuf, bool, Stamp)]) {
     let Ok(name) = random_name() else { return };
     let path = base().join(format!("{LEFTOVER_PREFIX}{name}"));
-    let text = crate::exec::manifest_bytes(list.iter().map(|(p, dir, _)| (p.as_path(), *dir)));
+    let text =
+        crate::placeholders::manifest_bytes(list.iter().map(|(p, dir, _)| (p.as_path(), *dir)));
     let _ = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -530,7 +538,7 @@ mod tests {
             .flatten()
             .filter(|e| e.file_name().as_encoded_bytes().starts_with(LEFTOVER_PREFIX.as_bytes()))
             .filter_map(|e| std::fs::read(e.path()).ok())
-            .flat_map(|b| crate::exec::parse_manifest(&b))
+            .flat_map(|b| crate::placeholders::parse_manifest(&b))
             .any(|(p, _)| p == ghost);
         assert!(!leftovers, "a leftover entry outlived its placeholder");
     }
@@ -556,7 +564,7 @@ mod tests {
             dir: true,
         };
         std::fs::write(
-            dead.join(crate::exec::PLACEHOLDER_MANIFEST),
+            dead.join(crate::placeholders::PLACEHOLDER_MANIFEST),
             [b"d ".as_slice(), p.path.as_os_str().as_encoded_bytes(), b"\0"].concat(),
         )
         .unwrap();
@@ -578,9 +586,10 @@ mod tests {
         let got = resolve_settled(own, Vec::new(), |foreign| {
             if seen.is_empty() {
                 // Another run lists (then makes) a placeholder while this one resolves.
-                let text = crate::exec::manifest_bytes(std::iter::once((made.as_path(), true)));
+                let text =
+                    crate::placeholders::manifest_bytes(std::iter::once((made.as_path(), true)));
                 std::fs::write(
-                    other.path().as_path().join(crate::exec::PLACEHOLDER_MANIFEST),
+                    other.path().as_path().join(crate::placeholders::PLACEHOLDER_MANIFEST),
                     text,
                 )
                 .unwrap();

@@ -1,0 +1,269 @@
+//! Placeholders: the empty files and directories made for missing protected names, bound
+//! read-only in the sandbox for the task's lifetime (DESIGN decision 8), and the manifest
+//! that lists them in the runtime dir for a sweep after a `kill -9`.
+//!
+//! Each is made without following links and removed only if still the empty one this run
+//! made; with spares ([`crate::spares`]) it is renamed in and out instead. A placeholder
+//! another live run binds is left for the last run out ([`crate::runtime_dir`]).
+
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use paddock_policy::Placeholder;
+
+use crate::spares::{Spares, Stamp};
+
+/// File name of the placeholder manifest inside a runtime dir.
+pub const PLACEHOLDER_MANIFEST: &str = "placeholders";
+
+/// Placeholders created for a task: removed on drop, each only if it is still the empty
+/// file or directory paddock created (same inode, still empty).
+#[derive(Debug, Default)]
+pub struct Placeholders {
+    created: Vec<(PathBuf, bool, Stamp)>,
+    runtime_dir: Option<PathBuf>,
+    spares: Spares,
+}
+
+impl Placeholders {
+    /// Records `wanted` in the manifest (when a runtime dir is given), then creates each
+    /// without following symlinks (`O_CREAT | O_EXCL | O_NOFOLLOW`, `mkdir`), so that a link
+    /// planted where a placeholder goes is never written through (SYM-04).
+    pub fn create(wanted: &[Placeholder], runtime_dir: Option<&Path>) -> Result<Placeholders> {
+        let mut out = Placeholders {
+            created: Vec::new(),
+            runtime_dir: runtime_dir.map(Path::to_path_buf),
+            spares: Spares::none(),
+        };
+        if let Some(dir) = runtime_dir {
+            crate::runtime_dir::record_uses_again(dir)
+                .context("cannot write the task's runtime directory")?;
+        }
+        if wanted.is_empty() {
+            return Ok(out);
+        }
+        if let Some(dir) = runtime_dir {
+            write_manifest(dir, wanted)?;
+            // Spares are a run's: without a runtime dir (tests, `plan`) nothing is kept.
+            out.spares = Spares::list(&crate::runtime_dir::base());
+        }
+        let mut borrowed = false;
+        for p in wanted {
+            let path = p.path.as_path();
+            match make_or_borrow(path, p.dir, runtime_dir, &mut out.spares) {
+                Ok(Made::Here) => {
+                    let stamp =
+                        std::fs::symlink_metadata(path).map(|m| Stamp::of(&m)).unwrap_or_default();
+                    out.created.push((path.to_path_buf(), p.dir, stamp));
+                }
+                Ok(Made::Borrowed) => borrowed = true,
+                Err(e) => {
+                    drop(out);
+                    return Err(e).with_context(|| {
+                        format!(
+                            "cannot create the placeholder {} for a missing protected path",
+                            p.path
+                        )
+                    });
+                }
+            }
+        }
+        // The manifest (written before anything was made, for a sweep after a kill -9)
+        // lists only this run's own: a sweep must not remove a live run's placeholder.
+        if let (true, Some(dir)) = (borrowed, runtime_dir) {
+            write_manifest_of(dir, out.created.iter().map(|(p, d, _)| (p.as_path(), *d)))?;
+        }
+        Ok(out)
+    }
+}
+
+/// Whose a placeholder is.
+enum Made {
+    /// Made by this run, which removes it.
+    Here,
+    /// Found made since this run resolved (a concurrent run's, or the user's): bound as it
+    /// is, not this run's to remove.
+    Borrowed,
+}
+
+/// Makes the placeholder at `path`, or borrows one found made since resolution: of the right
+/// kind and not a link, recorded as used first (in `runtime_dir`'s lock file), so that its
+/// maker leaves it while this run lives (`runtime_dir::release_placeholders`). Gone again
+/// in between (its maker removed it first), it is made here after all.
+fn make_or_borrow(
+    path: &Path,
+    dir: bool,
+    runtime_dir: Option<&Path>,
+    spares: &mut Spares,
+) -> std::io::Result<Made> {
+    match make_placeholder(path, dir, spares) {
+        Ok(()) => Ok(Made::Here),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && is_kind(path, dir) => {
+            let Some(runtime_dir) = runtime_dir else { return Err(e) };
+            record_use(runtime_dir, path)?;
+            if is_kind(path, dir) {
+                Ok(Made::Borrowed)
+            } else {
+                make_placeholder(path, dir, spares).map(|()| Made::Here)
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Makes one placeholder, never through a symlink: a spare renamed into place without
+/// replacing anything (`RENAME_NOREPLACE`), else `mkdir`, or an empty file with
+/// `O_CREAT | O_EXCL | O_NOFOLLOW`.
+fn make_placeholder(path: &Path, dir: bool, spares: &mut Spares) -> std::io::Result<()> {
+    if spares.place(path, dir)?.is_some() {
+        return Ok(());
+    }
+    if dir {
+        return std::fs::create_dir(path);
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        // Unreadable as well as unwritable: the task runs without capabilities, so a
+        // placeholder (or the masked file over a hidden one) reads as EACCES.
+        .mode(0o000)
+        .open(path)
+        .map(drop)
+}
+
+/// Whether `path` is a directory (`dir`) or a regular file, itself and not a symlink.
+fn is_kind(path: &Path, dir: bool) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| if dir { m.is_dir() } else { m.is_file() })
+}
+
+/// Appends `path` to the paths the run in `runtime_dir` binds (its lock file's list).
+fn record_use(runtime_dir: &Path, path: &Path) -> std::io::Result<()> {
+    let mut lock = std::fs::OpenOptions::new()
+        .append(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(runtime_dir.join(crate::runtime_dir::LOCK_FILE))?;
+    lock.write_all(&manifest_bytes(std::iter::once((path, false))))
+}
+
+impl Drop for Placeholders {
+    fn drop(&mut self) {
+        // Removed now, or by the last run alive (another sandbox may have them bound).
+        crate::runtime_dir::release_placeholders(
+            &self.created,
+            self.runtime_dir.as_deref(),
+            &mut self.spares,
+        );
+    }
+}
+
+/// Removes a placeholder only if it is still the empty file or directory with the inode of
+/// `stamp` ([`Stamp::ANY`]: any empty one, for a sweep that never knew the inode).
+///
+/// Returns false for a directory left because it is not empty: a concurrent run may have
+/// made its own placeholders in it (this run's `.git`, another's `.git/hooks`), or someone
+/// wrote into it.
+pub fn remove_placeholder(path: &Path, dir: bool, stamp: Stamp) -> bool {
+    let Ok(meta) = std::fs::symlink_metadata(path) else { return true };
+    if stamp.ino != 0 && meta.ino() != stamp.ino {
+        return true;
+    }
+    if dir && meta.is_dir() {
+        // rmdir refuses a directory that is not empty.
+        return match std::fs::remove_dir(path) {
+            Err(e) => e.raw_os_error() != Some(libc::ENOTEMPTY),
+            Ok(()) => true,
+        };
+    } else if !dir && meta.is_file() && meta.len() == 0 {
+        let _ = std::fs::remove_file(path);
+    }
+    true
+}
+
+/// A manifest's bytes: `d PATH\0` or `f PATH\0` per placeholder.
+pub fn manifest_bytes<'a>(entries: impl Iterator<Item = (&'a Path, bool)>) -> Vec<u8> {
+    let mut text = Vec::new();
+    for (path, dir) in entries {
+        text.extend_from_slice(if dir { b"d " } else { b"f " });
+        text.extend_from_slice(path.as_os_str().as_bytes());
+        text.push(0);
+    }
+    text
+}
+
+fn write_manifest(dir: &Path, wanted: &[Placeholder]) -> Result<()> {
+    write_manifest_of(dir, wanted.iter().map(|p| (p.path.as_path(), p.dir)))
+}
+
+fn write_manifest_of<'a>(
+    dir: &Path,
+    entries: impl Iterator<Item = (&'a Path, bool)>,
+) -> Result<()> {
+    let text = manifest_bytes(entries);
+    let path = dir.join(PLACEHOLDER_MANIFEST);
+    // Written aside and renamed over: concurrent runs read it (their resolution takes the
+    // listed placeholders for another run's), and a rewrite read half-done (empty after the
+    // truncation) made them take this run's `.git` for the user's repository, make their own
+    // `.git/hooks` inside it, and so keep it from being removed.
+    let aside = dir.join(format!(".{PLACEHOLDER_MANIFEST}"));
+    let mut f =
+        File::create(&aside).with_context(|| format!("cannot write {}", aside.display()))?;
+    // No fsync: the manifest must survive a kill -9 of paddock, which the page cache already
+    // guarantees; a crash of the machine empties the runtime base anyway.
+    f.write_all(&text)?;
+    std::fs::rename(&aside, &path).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
+
+/// Reads a placeholder manifest: `(path, dir)` pairs.
+pub fn read_manifest(dir: &Path) -> Vec<(PathBuf, bool)> {
+    std::fs::read(dir.join(PLACEHOLDER_MANIFEST)).map(|b| parse_manifest(&b)).unwrap_or_default()
+}
+
+/// Parses a manifest's bytes ([`manifest_bytes`]).
+pub fn parse_manifest(bytes: &[u8]) -> Vec<(PathBuf, bool)> {
+    use std::os::unix::ffi::OsStringExt;
+    bytes
+        .split(|b| *b == 0)
+        .filter_map(|rec| {
+            let (kind, path) = (rec.get(..2)?, rec.get(2..)?);
+            let path = PathBuf::from(std::ffi::OsString::from_vec(path.to_vec()));
+            path.is_absolute().then_some((path, kind == b"d "))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use paddock_policy::AbsPathBuf;
+
+    #[test]
+    fn placeholders_are_recorded_created_and_removed_only_if_untouched() {
+        let base = std::env::temp_dir().join(format!("paddock-exec-test-{}", std::process::id()));
+        std::fs::create_dir_all(&base).unwrap();
+        let a = base.join("hooks");
+        let b = base.join(".bashrc");
+        let wanted = vec![
+            Placeholder { path: AbsPathBuf::new_lexical(&a).unwrap(), dir: true },
+            Placeholder { path: AbsPathBuf::new_lexical(&b).unwrap(), dir: false },
+        ];
+        let holders = Placeholders::create(&wanted, Some(&base)).unwrap();
+        assert!(a.is_dir() && b.is_file());
+        assert_eq!(read_manifest(&base), vec![(a.clone(), true), (b.clone(), false)]);
+        // Someone wrote into one of them: it stays.
+        std::fs::write(a.join("user-file"), "x").unwrap();
+        drop(holders);
+        assert!(a.join("user-file").exists());
+        assert!(!b.exists());
+        // A symlink where a placeholder goes is never followed.
+        std::os::unix::fs::symlink(base.join("target"), &b).unwrap();
+        assert!(Placeholders::create(&wanted[1..], None).is_err());
+        assert!(!base.join("target").exists());
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+}
