@@ -1,8 +1,8 @@
 //! `cargo xtask bench spawn`: whole-process timing of `paddock run -- true` against the
 //! equivalent bare `bwrap` invocation (the same mount arguments, taken from the plan) and
-//! bare `true`, median of many runs, printed as ratios.
+//! bare `true`, median of many interleaved rounds, printed as ratios.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -12,7 +12,7 @@ use crate::{cargo, run};
 
 mod trace;
 
-const RUNS: usize = 60;
+const RUNS: usize = 80;
 
 /// Dispatches `bench NAME`.
 pub fn run_bench(root: &Path, name: Option<&str>) -> Result<()> {
@@ -38,37 +38,122 @@ fn bridge(root: &Path) -> Result<()> {
     ]))
 }
 
-fn median(cmd: &mut dyn FnMut() -> Command) -> Result<Duration> {
-    median_of(RUNS, cmd)
+/// Runs each command once per round, round after round (`RUNS` rounds after 3 warm-up
+/// rounds), output discarded, and returns each one's median wall time. Interleaved, so that
+/// a machine that gets slower or faster meanwhile moves every configuration alike.
+fn interleaved_medians(cmds: &mut [&mut dyn FnMut() -> Command]) -> Result<Vec<Duration>> {
+    let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(RUNS); cmds.len()];
+    for round in 0..RUNS + 3 {
+        for (i, cmd) in cmds.iter_mut().enumerate() {
+            let mut c = cmd();
+            c.stdout(Stdio::null()).stderr(Stdio::null());
+            let t = Instant::now();
+            let status = c.status()?;
+            let elapsed = t.elapsed();
+            if !status.success() {
+                bail!(
+                    "benchmark command failed: {status}: {:?} {:?}",
+                    c.get_program(),
+                    c.get_args().collect::<Vec<_>>()
+                );
+            }
+            if round >= 3 {
+                times[i].push(elapsed);
+            }
+        }
+    }
+    Ok(times
+        .into_iter()
+        .map(|mut t| {
+            t.sort();
+            t[t.len() / 2]
+        })
+        .collect())
 }
 
-/// The median wall time of `runs` runs of `cmd` (after 3 warm-up runs), output discarded.
-fn median_of(runs: usize, cmd: &mut dyn FnMut() -> Command) -> Result<Duration> {
-    let mut times = Vec::with_capacity(runs);
-    for _ in 0..runs + 3 {
-        let mut c = cmd();
-        c.stdout(Stdio::null()).stderr(Stdio::null());
-        let t = Instant::now();
-        let status = c.status()?;
-        let elapsed = t.elapsed();
-        if !status.success() {
-            bail!(
-                "benchmark command failed: {status}: {:?} {:?}",
-                c.get_program(),
-                c.get_args().collect::<Vec<_>>()
-            );
-        }
-        times.push(elapsed);
+/// The bwrap arguments of `plan` (`paddock plan --json`) as bare bwrap runs them: the mounts
+/// fed from paddock's descriptors become the same mounts from /dev/null, the supervisor
+/// after `--` becomes `/bin/true`, and paths in `project` move to `baseline` (the same
+/// mounts, with mount points that stay there for the whole benchmark).
+fn bare_bwrap_args(
+    plan: &serde_json::Value,
+    project: &Path,
+    baseline: &Path,
+) -> Result<Vec<String>> {
+    let payloads = plan["plan"]["payloads"].as_array().context("the plan has no payloads")?;
+    let args_text = payloads
+        .iter()
+        .find(|p| p["name"].as_str().is_some_and(|n| n.contains("bwrap")))
+        .and_then(|p| p["bytes"].as_str())
+        .context("the plan has no bwrap argument payload")?;
+    let mut args: Vec<String> =
+        args_text.split('\u{2400}').filter(|a| !a.is_empty()).map(str::to_owned).collect();
+    if let Some(i) = args.iter().position(|a| a == "--") {
+        args.truncate(i);
     }
-    times.drain(..3); // warm-up
-    times.sort();
-    Ok(times[times.len() / 2])
+    let mut out = Vec::with_capacity(args.len() + 2);
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            "--perms" => i += 2,
+            "--ro-bind-data" | "--bind-data" | "--file" if i + 2 < args.len() => {
+                out.extend(["--ro-bind".to_owned(), "/dev/null".to_owned(), args[i + 2].clone()]);
+                i += 3;
+            }
+            _ => {
+                out.push(args[i].clone());
+                i += 1;
+            }
+        }
+    }
+    let moved = |a: &str| match Path::new(a).strip_prefix(project) {
+        Ok(rest) => baseline.join(rest).display().to_string(),
+        Err(_) => a.to_owned(),
+    };
+    let mut out: Vec<String> = out.iter().map(|a| moved(a)).collect();
+    out.push("--".to_owned());
+    out.push("/bin/true".to_owned());
+    Ok(out)
+}
+
+/// Makes the plan's placeholders (moved from `project` to `baseline`) and their missing
+/// parents, for bare bwrap to bind; everything made is pushed on `made`, parents first.
+fn make_mount_points(
+    plan: &serde_json::Value,
+    project: &Path,
+    baseline: &Path,
+    made: &mut Vec<PathBuf>,
+) -> Result<()> {
+    for p in plan["plan"]["placeholders"].as_array().into_iter().flatten() {
+        let Some(path) = p["path"].as_str() else { continue };
+        let path = match Path::new(path).strip_prefix(project) {
+            Ok(rest) => baseline.join(rest),
+            Err(_) => PathBuf::from(path),
+        };
+        let mut missing: Vec<PathBuf> =
+            path.ancestors().skip(1).take_while(|a| !a.exists()).map(Path::to_path_buf).collect();
+        missing.reverse();
+        for dir in missing {
+            std::fs::create_dir(&dir)?;
+            made.push(dir);
+        }
+        if path.exists() {
+            continue;
+        }
+        if p["dir"].as_bool() == Some(true) {
+            std::fs::create_dir(&path)?;
+        } else {
+            std::fs::write(&path, b"")?;
+        }
+        made.push(path);
+    }
+    Ok(())
 }
 
 fn spawn(root: &Path) -> Result<()> {
-    run(cargo().args(["build", "--release", "-p", "paddock"]))?;
-    let paddock = crate::target_dir(root).join("release/paddock");
+    let paddock = crate::build_release(root)?;
     let project = std::env::temp_dir().join("paddock-bench-project");
+    let baseline = std::env::temp_dir().join("paddock-bench-baseline");
     std::fs::create_dir_all(&project)?;
     let plan = Command::new(&paddock)
         .args(["plan", "--json", "--itemize", "off", "-C"])
@@ -81,108 +166,55 @@ fn spawn(root: &Path) -> Result<()> {
     }
     let json: serde_json::Value = serde_json::from_slice(&plan.stdout)?;
     let bwrap = json["plan"]["program"].as_str().context("the plan has no program")?.to_owned();
-    let payloads = json["plan"]["payloads"].as_array().context("the plan has no payloads")?;
-    let args_text = payloads
-        .iter()
-        .find(|p| p["name"].as_str().is_some_and(|n| n.contains("bwrap")))
-        .and_then(|p| p["bytes"].as_str())
-        .context("the plan has no bwrap argument payload")?;
-    let mut bwrap_args: Vec<String> =
-        args_text.split('\u{2400}').filter(|a| !a.is_empty()).map(str::to_owned).collect();
-    // Replace the supervisor command after `--` by plain `true`: the baseline is bwrap with
-    // the same mounts and nothing of paddock's.
-    if let Some(i) = bwrap_args.iter().position(|a| a == "--") {
-        bwrap_args.truncate(i);
+    let bwrap_args = bare_bwrap_args(&json, &project, &baseline)?;
+    // The baseline binds the same mount points, made once in a project of its own (paddock
+    // makes and removes its own on every run, in the user's project). Everything made is
+    // removed again, also when making the next one fails; parents are made too (the masked
+    // file lives in the plan's runtime dir, which no run created).
+    let mut made: Vec<PathBuf> = Vec::new();
+    if !baseline.exists() {
+        std::fs::create_dir(&baseline)?;
+        made.push(baseline.clone());
     }
-    // Mounts fed from paddock's file descriptors become the same mounts from /dev/null.
-    let mut baseline = Vec::with_capacity(bwrap_args.len());
-    let mut i = 0;
-    while i < bwrap_args.len() {
-        match bwrap_args[i].as_str() {
-            "--perms" => i += 2,
-            "--ro-bind-data" | "--bind-data" | "--file" if i + 2 < bwrap_args.len() => {
-                baseline.extend([
-                    "--ro-bind".to_owned(),
-                    "/dev/null".to_owned(),
-                    bwrap_args[i + 2].clone(),
-                ]);
-                i += 3;
-            }
-            _ => {
-                baseline.push(bwrap_args[i].clone());
-                i += 1;
-            }
-        }
-    }
-    let mut bwrap_args = baseline;
-    bwrap_args.push("--".to_owned());
-    bwrap_args.push("/bin/true".to_owned());
-    let bare = median(&mut || Command::new("/bin/true"))?;
-    // paddock first, with the project as the user has it: it makes and removes its
-    // placeholders (mount points for missing protected names) on every run.
-    let ours = median(&mut || {
-        let mut c = Command::new(&paddock);
-        c.args(["run", "--itemize", "off", "-C"])
-            .arg(&project)
-            .args(["--", "true"])
-            .current_dir(&project);
-        c
-    })?;
-    // And as run by default: itemized by the observers where the host has them (a FUSE
-    // mount in a namespace of the child's own, the notify filter).
-    let observed = median(&mut || {
-        let mut c = Command::new(&paddock);
-        c.args(["run", "-C"])
-            .arg(&project)
-            .args(["--", "true"])
-            .current_dir(&project)
-            .env_remove("PADDOCK_ITEMIZE");
-        c
-    })?;
-    // The baseline needs the same mount points to exist; they are made once for it.
-    // Everything made here is removed again, also when making the next one fails; parents
-    // are made too (the masked file lives in the plan's runtime dir, which no run created).
-    let mut made: Vec<std::path::PathBuf> = Vec::new();
-    let mut make = || -> Result<()> {
-        for p in json["plan"]["placeholders"].as_array().into_iter().flatten() {
-            let Some(path) = p["path"].as_str() else { continue };
-            let path = std::path::PathBuf::from(path);
-            let mut missing: Vec<std::path::PathBuf> = path
-                .ancestors()
-                .skip(1)
-                .take_while(|a| !a.exists())
-                .map(Path::to_path_buf)
-                .collect();
-            missing.reverse();
-            for dir in missing {
-                std::fs::create_dir(&dir)?;
-                made.push(dir);
-            }
-            if path.exists() {
-                continue;
-            }
-            if p["dir"].as_bool() == Some(true) {
-                std::fs::create_dir(&path)?;
-            } else {
-                std::fs::write(&path, b"")?;
-            }
-            made.push(path);
-        }
-        Ok(())
-    };
-    let made_ok = make();
-    let bare_bwrap = made_ok.and_then(|()| {
-        median(&mut || {
-            let mut c = Command::new(&bwrap);
-            c.args(&bwrap_args).current_dir(&project);
-            c
-        })
+    let made_ok = make_mount_points(&json, &project, &baseline, &mut made);
+    let medians = made_ok.and_then(|()| {
+        interleaved_medians(&mut [
+            &mut || Command::new("/bin/true"),
+            &mut || {
+                let mut c = Command::new(&bwrap);
+                c.args(&bwrap_args).current_dir(&baseline);
+                c
+            },
+            // paddock with the project as the user has it: it places and removes its
+            // placeholders (mount points for missing protected names) on every run.
+            &mut || {
+                let mut c = Command::new(&paddock);
+                c.args(["run", "--itemize", "off", "-C"])
+                    .arg(&project)
+                    .args(["--", "true"])
+                    .current_dir(&project);
+                c
+            },
+            // And as run by default: itemized by the observers where the host has them (a
+            // FUSE mount in a namespace of the child's own, the notify filter).
+            &mut || {
+                let mut c = Command::new(&paddock);
+                c.args(["run", "-C"])
+                    .arg(&project)
+                    .args(["--", "true"])
+                    .current_dir(&project)
+                    .env_remove("PADDOCK_ITEMIZE");
+                c
+            },
+        ])
     });
     for path in made.iter().rev() {
         let _ = std::fs::remove_dir(path).or_else(|_| std::fs::remove_file(path));
     }
-    let bare_bwrap = bare_bwrap?;
-    println!("bench spawn, median of {RUNS} runs:");
+    let [bare, bare_bwrap, ours, observed] = medians?[..] else {
+        bail!("one median per configuration expected");
+    };
+    println!("bench spawn, median of {RUNS} interleaved rounds:");
     println!("  bare true:          {bare:>10.2?}");
     println!("  bare bwrap (same mounts): {bare_bwrap:>10.2?}");
     println!("  paddock run --itemize off: {ours:>10.2?}");

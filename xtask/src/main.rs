@@ -5,6 +5,8 @@
 //! - `test-linux`: the end-to-end suite as root and as an unprivileged user, itemizing with
 //!   the observers (also with strace hidden) and with strace.
 //! - `test-macos`: the end-to-end suite against sandbox-exec (on macOS only).
+//! - `build`: a release build: `paddock`, and `paddock-supervisor` linked statically (see
+//!   [`build_release`]).
 //! - `bench spawn`: `paddock run -- true` against bare bwrap and bare `true`.
 //! - `bench trace`: what itemizing costs (untraced, the observers, strace, plain strace) on six
 //!   workloads, three open-heavy, a tiny `cargo check` and two write-heavy.
@@ -34,10 +36,13 @@ fn main() -> Result<()> {
         Some("test-linux") => test_linux(&root),
         Some("test-macos") => test_macos(),
         Some("demo") => demo(&root, &args[1..]),
+        Some("build") => {
+            build_release(&root).map(|exe| eprintln!("xtask: built {}", exe.display()))
+        }
         Some("bench") => bench::run_bench(&root, args.get(1).map(String::as_str)),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci|demo|tidy|test-linux|test-macos|bench spawn|trace|bridge>"
+                "usage: cargo xtask <ci|build|demo|tidy|test-linux|test-macos|bench spawn|trace|bridge>"
             );
             std::process::exit(2)
         }
@@ -54,6 +59,40 @@ fn project_root() -> PathBuf {
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// Builds `paddock` (release) and, next to it, `paddock-supervisor` linked statically; returns
+/// `paddock`'s path.
+///
+/// The supervisor starts inside every sandbox, so its start-up is on every task's path: a
+/// static binary starts without the dynamic loader's work (about 0.4 ms less per run here).
+/// Cargo cannot make one binary of a package static (`-C target-feature=+crt-static` is a
+/// flag of the final link, and `RUSTFLAGS` would make `paddock` static too, whose egress
+/// proxy resolves names through glibc's NSS modules, which a static glibc loads only from
+/// the glibc it was built with): `cargo rustc` passes it to that binary alone.
+pub fn build_release(root: &Path) -> Result<PathBuf> {
+    run(cargo().args(["build", "--release", "-p", "paddock"]))?;
+    static_supervisor(true)?;
+    Ok(target_dir(root).join("release/paddock"))
+}
+
+/// Links `paddock-supervisor` statically (release or debug profile), over the one `cargo
+/// build` made.
+pub fn static_supervisor(release: bool) -> Result<()> {
+    let mut cmd = cargo();
+    cmd.arg("rustc");
+    if release {
+        cmd.arg("--release");
+    }
+    run(cmd.args([
+        "-p",
+        "paddock",
+        "--bin",
+        "paddock-supervisor",
+        "--",
+        "-C",
+        "target-feature=+crt-static",
+    ]))
 }
 
 /// Runs a command, echoing it, failing with its status.
@@ -173,10 +212,10 @@ fn darwin_check() -> Result<()> {
 /// paddock and runs a command sandboxed on the default policy in a scratch project.
 fn demo(root: &Path, command: &[String]) -> Result<()> {
     install_system_packages(&["bubblewrap", "strace"])?;
-    run(cargo().args(["build", "--release", "-p", "paddock"]))?;
+    let paddock = build_release(root)?;
     let project = std::env::temp_dir().join("paddock-demo");
     std::fs::create_dir_all(&project)?;
-    let mut cmd = Command::new(target_dir(root).join("release/paddock"));
+    let mut cmd = Command::new(paddock);
     cmd.args(["run", "-C"]).arg(&project).arg("--").current_dir(&project);
     if command.is_empty() {
         cmd.args(["sh", "-c", "echo hi > out.txt && cat out.txt && echo x > /etc/paddock-demo"]);

@@ -10,16 +10,7 @@ fn main() -> ExitCode {
     #[cfg(target_os = "linux")]
     {
         let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-        let hidden = match args.get(1) {
-            Some(a) if a == paddock_linux_bwrap::SUPERVISE_SUBCOMMAND => {
-                Some(paddock_linux_bwrap::supervisor::main_from_args(&args[2..]))
-            }
-            Some(a) if a == paddock_linux_bwrap::trace::SHIM_SUBCOMMAND => {
-                Some(paddock_linux_bwrap::shim::main_from_args(&args[2..]))
-            }
-            _ => None,
-        };
-        if let Some(code) = hidden {
+        if let Some(code) = paddock_linux_bwrap::run_hidden_subcommand(&args) {
             return ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(125));
         }
     }

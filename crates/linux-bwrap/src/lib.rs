@@ -64,6 +64,18 @@ mod tests;
 pub mod trace;
 
 pub use error::Error;
+
+/// Runs the hidden subcommand `args[1]` names ([`SUPERVISE_SUBCOMMAND`], the strace shim's
+/// [`trace::SHIM_SUBCOMMAND`]), if it names one, and returns the process's exit code. The
+/// `paddock` binary and the dedicated `paddock-supervisor` both start here.
+#[cfg(target_os = "linux")]
+pub fn run_hidden_subcommand(args: &[std::ffi::OsString]) -> Option<i32> {
+    match args.get(1) {
+        Some(a) if a == SUPERVISE_SUBCOMMAND => Some(supervisor::main_from_args(&args[2..])),
+        Some(a) if a == trace::SHIM_SUBCOMMAND => Some(shim::main_from_args(&args[2..])),
+        _ => None,
+    }
+}
 pub use plan::{
     ARGS_FD, BACKEND_NAME, INBOUND_FD, LinuxBwrap, MASKED_FILE, RECORD_FD, SECCOMP_FD, SIGNAL_FD,
     SUPERVISE_SUBCOMMAND, SUPERVISOR_FD, SUPERVISOR_PATH,

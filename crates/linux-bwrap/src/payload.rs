@@ -64,10 +64,17 @@ fn bytes_to_os(raw: Vec<u8>) -> Option<OsString> {
     String::from_utf8(raw).ok().map(OsString::from)
 }
 
+/// The version every supervisor payload carries, checked by the supervisor.
+pub const PAYLOAD_VERSION: &str = env!("CARGO_PKG_VERSION");
+
 /// What the supervisor runs, and where its other inputs are.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct SupervisorPayload {
+    /// The version of this crate that made the plan ([`PAYLOAD_VERSION`]): a supervisor of
+    /// another version refuses it (a `paddock-supervisor` left over from another install).
+    #[serde(default)]
+    pub version: String,
     /// The program as given: looked up in the task's `PATH` when it has no `/`.
     pub program: Bytes,
     /// Its arguments (argv\[0\] is the program as given).
@@ -172,6 +179,7 @@ mod tests {
         #[cfg(not(unix))]
         let odd = OsString::from("ab");
         let p = SupervisorPayload {
+            version: crate::payload::PAYLOAD_VERSION.to_owned(),
             program: Bytes("sh".into()),
             args: vec![Bytes("sh".into()), Bytes(odd.clone())],
             env: vec![(Bytes("K".into()), Bytes(odd))],

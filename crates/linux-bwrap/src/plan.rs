@@ -83,8 +83,12 @@ impl Backend for LinuxBwrap {
                     .to_owned(),
             )
         })?;
-        let self_exe =
-            facts.self_exe.as_ref().and_then(AbsPathBuf::new_lexical).ok_or_else(|| {
+        let self_exe = facts
+            .supervisor_exe
+            .as_ref()
+            .or(facts.self_exe.as_ref())
+            .and_then(AbsPathBuf::new_lexical)
+            .ok_or_else(|| {
                 plan_error(
                     "cannot locate the paddock executable to run as the sandbox supervisor"
                         .to_owned(),
@@ -191,6 +195,7 @@ impl Backend for LinuxBwrap {
         let mut task_argv = vec![Bytes(task.program.clone())];
         task_argv.extend(task.args.iter().cloned().map(Bytes));
         let payload = SupervisorPayload {
+            version: crate::payload::PAYLOAD_VERSION.to_owned(),
             program: Bytes(task.program.clone()),
             args: task_argv,
             env,

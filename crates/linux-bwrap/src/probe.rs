@@ -155,12 +155,14 @@ fn read_cache() -> Option<HostFacts> {
     let bwrap_version = version(lines.next()?.strip_prefix("bwrap-version=")?);
     let strace_seccomp_bpf = lines.next()? == "strace-seccomp-bpf=true";
     let observe = lines.next()? == "observe=true";
+    let self_exe = std::env::current_exe().ok()?;
     Some(HostFacts {
         bwrap: Some(bwrap.to_path_buf()),
         bwrap_version,
         strace: strace.map(Path::to_path_buf),
         strace_seccomp_bpf,
-        self_exe: std::env::current_exe().ok(),
+        supervisor_exe: supervisor_beside(&self_exe),
+        self_exe: Some(self_exe),
         fresh_proc: true,
         user_namespaces: true,
         uid: nix_uid(),
@@ -203,6 +205,75 @@ fn write_cache(facts: &HostFacts) {
 
 /// Whether a helper at `path` is trustworthy: a regular file owned by root, not writable by
 /// group or others. Returns the canonical path.
+/// Says which executable runs as the sandbox's supervisor, and whether it is static.
+fn report_supervisor(report: &mut CheckReport, facts: &HostFacts) {
+    match &facts.supervisor_exe {
+        Some(path) if dynamic_interpreter(path) == Some(false) => report.push(
+            "supervisor",
+            Status::Ok,
+            format!("{} (statically linked) runs as the sandbox's pid 1", path.display()),
+            None,
+        ),
+        Some(path) => report.push(
+            "supervisor",
+            Status::Ok,
+            format!("{} (dynamically linked) runs as the sandbox's pid 1", path.display()),
+            Some("`cargo xtask build` links it statically: every run starts about 0.4 ms sooner"),
+        ),
+        None => report.push(
+            "supervisor",
+            Status::Ok,
+            format!("paddock re-executes itself as the sandbox's pid 1 (no {SUPERVISOR_EXE} next to it)"),
+            Some("`cargo xtask build` puts a static paddock-supervisor next to paddock: every run starts about 0.5 ms sooner"),
+        ),
+    }
+}
+
+/// Whether the ELF executable at `path` names a dynamic loader (has a `PT_INTERP` program
+/// header); `None` when it cannot be read as a 64-bit little-endian ELF file.
+pub fn dynamic_interpreter(path: &Path) -> Option<bool> {
+    use std::io::Read;
+    const PT_INTERP: u32 = 3;
+    let mut head = vec![0u8; 4096];
+    let n = std::fs::File::open(path).and_then(|mut f| f.read(&mut head)).ok()?;
+    head.truncate(n);
+    let u16_at = |at: usize| head.get(at..at + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    let u32_at =
+        |at: usize| head.get(at..at + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+    let u64_at =
+        |at: usize| head.get(at..at + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes);
+    // ELFCLASS64, little endian.
+    if head.get(..6) != Some(b"\x7fELF\x02\x01".as_slice()) {
+        return None;
+    }
+    let phoff = usize::try_from(u64_at(0x20)?).ok()?;
+    let phentsize = usize::from(u16_at(0x36)?);
+    let phnum = usize::from(u16_at(0x38)?);
+    let mut interp = false;
+    for i in 0..phnum {
+        interp |= u32_at(phoff + i * phentsize)? == PT_INTERP;
+    }
+    Some(interp)
+}
+
+/// The name of the dedicated supervisor executable, looked for next to `paddock`.
+pub const SUPERVISOR_EXE: &str = "paddock-supervisor";
+
+/// The dedicated supervisor next to `exe` ([`SUPERVISOR_EXE`]), when there is one that can
+/// be trusted as much as `exe` itself: a regular executable file, owned by `exe`'s owner
+/// (or root), writable by nobody else. It runs unfiltered as the sandbox's pid 1.
+pub fn supervisor_beside(exe: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let candidate = exe.parent()?.join(SUPERVISOR_EXE);
+    let meta = std::fs::metadata(&candidate).ok()?;
+    let owner = std::fs::metadata(exe).ok()?.uid();
+    let trusted = meta.is_file()
+        && (meta.uid() == owner || meta.uid() == 0)
+        && meta.mode() & 0o022 == 0
+        && meta.mode() & 0o111 != 0;
+    trusted.then_some(candidate)
+}
+
 pub fn trusted_helper(path: &Path) -> Result<PathBuf, String> {
     let real = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let meta = std::fs::metadata(&real).map_err(|e| format!("{}: {e}", real.display()))?;
@@ -311,9 +382,11 @@ const USERNS_FIX: &str = "enable unprivileged user namespaces: `sudo sysctl -w k
      container, run it with user namespaces allowed (e.g. podman, or docker --security-opt seccomp=unconfined)";
 
 fn collect() -> Probe {
+    let self_exe = std::env::current_exe().ok();
     let mut facts = HostFacts {
         uid: nix_uid(),
-        self_exe: std::env::current_exe().ok(),
+        supervisor_exe: self_exe.as_deref().and_then(supervisor_beside),
+        self_exe,
         ..HostFacts::default()
     };
     let mut report = CheckReport::default();
@@ -347,6 +420,7 @@ fn collect() -> Probe {
         ),
     }
     facts.bwrap = bwrap.clone();
+    report_supervisor(&mut report, &facts);
 
     if let Some(bwrap) = &bwrap {
         let base = ["--ro-bind", "/", "/", "--dev", "/dev", "--die-with-parent", "--new-session"];
@@ -674,6 +748,41 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o777)).unwrap();
         assert!(trusted_helper(&f).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn dynamic_executables_name_their_loader() {
+        assert_eq!(dynamic_interpreter(Path::new("/bin/sh")), Some(true));
+        let text = std::env::temp_dir().join(format!("paddock-elf-test-{}", std::process::id()));
+        std::fs::write(&text, "not an executable").unwrap();
+        assert_eq!(dynamic_interpreter(&text), None);
+        std::fs::remove_file(&text).unwrap();
+        assert_eq!(dynamic_interpreter(Path::new("/nonexistent")), None);
+    }
+
+    #[test]
+    fn the_supervisor_beside_paddock_is_used_only_when_no_one_else_can_write_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("paddock-beside-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let exe = dir.join("paddock");
+        std::fs::write(&exe, "").unwrap();
+        assert_eq!(supervisor_beside(&exe), None, "none there");
+        let sup = dir.join(SUPERVISOR_EXE);
+        std::fs::write(&sup, "").unwrap();
+        let mode = |m| std::fs::set_permissions(&sup, std::fs::Permissions::from_mode(m)).unwrap();
+        mode(0o755);
+        assert_eq!(supervisor_beside(&exe), Some(sup.clone()));
+        mode(0o775);
+        assert_eq!(supervisor_beside(&exe), None, "group-writable");
+        mode(0o757);
+        assert_eq!(supervisor_beside(&exe), None, "world-writable");
+        mode(0o644);
+        assert_eq!(supervisor_beside(&exe), None, "not executable");
+        std::fs::remove_file(&sup).unwrap();
+        std::fs::create_dir(&sup).unwrap();
+        assert_eq!(supervisor_beside(&exe), None, "a directory");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

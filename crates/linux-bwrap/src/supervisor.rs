@@ -67,6 +67,20 @@ pub fn main_from_args(args: &[OsString]) -> i32 {
     }
 }
 
+/// A payload planned by another version of paddock is refused: a `paddock-supervisor` left
+/// over from another install would misread it.
+fn same_version(planned_by: &str) -> Result<(), String> {
+    if planned_by == crate::payload::PAYLOAD_VERSION {
+        return Ok(());
+    }
+    Err(format!(
+        "this supervisor is version {}, the runner that planned the task is {}: install paddock \
+         and paddock-supervisor together",
+        crate::payload::PAYLOAD_VERSION,
+        if planned_by.is_empty() { "older" } else { planned_by }
+    ))
+}
+
 fn parse_args(args: &[OsString]) -> Result<i32, String> {
     let rest = match args.iter().position(|a| a == crate::SUPERVISE_SUBCOMMAND) {
         Some(i) => &args[i + 1..],
@@ -238,6 +252,7 @@ fn run(args: &[OsString]) -> Result<i32, String> {
     let payload_fd = parse_args(args)?;
     let payload = SupervisorPayload::from_bytes(&read_fd(payload_fd)?, payload_fd)
         .map_err(|e| e.to_string())?;
+    same_version(&payload.version)?;
     // Before the program is read: the shim reads it again from the same descriptor.
     let tracer = match &payload.strace_inside {
         Some(si) if payload.record_fd.is_some() => {
@@ -721,6 +736,15 @@ mod tests {
         assert_eq!(parse_args(&full), Ok(4));
         assert_eq!(parse_args(&full[2..]), Ok(4));
         assert!(parse_args(&full[..2]).is_err());
+    }
+
+    #[test]
+    fn a_payload_of_another_version_is_refused() {
+        assert!(same_version(crate::payload::PAYLOAD_VERSION).is_ok());
+        for other in ["", "0.0.1", "99.0.0"] {
+            let e = same_version(other).unwrap_err();
+            assert!(e.contains("install paddock and paddock-supervisor together"), "{e}");
+        }
     }
 
     #[test]

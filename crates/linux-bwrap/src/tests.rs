@@ -133,6 +133,20 @@ fn check(policy: &ResolvedPolicy, facts: &HostFacts, expect: Expect) {
 }
 
 #[test]
+fn a_dedicated_supervisor_is_bound_in_place_of_paddock() {
+    let facts = HostFacts {
+        supervisor_exe: Some("/home/u/.cargo/bin/paddock-supervisor".into()),
+        ..facts()
+    };
+    let args = bwrap_args(&policy(), &facts);
+    assert!(
+        args.contains("--ro-bind /home/u/.cargo/bin/paddock-supervisor /dev/.paddock-supervisor\n"),
+        "{args}"
+    );
+    assert!(!args.contains("bin/paddock /dev"), "{args}");
+}
+
+#[test]
 fn default_policy_argv() {
     check(
         &policy(),

@@ -234,6 +234,7 @@ mod tests {
 
         let mut p = plan();
         let payload = SupervisorPayload {
+            version: crate::payload::PAYLOAD_VERSION.to_owned(),
             program: crate::payload::Bytes("true".into()),
             args: vec![crate::payload::Bytes("true".into())],
             env: Vec::new(),

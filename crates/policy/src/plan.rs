@@ -203,6 +203,9 @@ pub struct HostFacts {
     pub strace_seccomp_bpf: bool,
     /// The absolute path of the paddock executable (re-executed as the supervisor).
     pub self_exe: Option<PathBuf>,
+    /// A dedicated supervisor executable (`paddock-supervisor` next to `self_exe`): run as
+    /// the supervisor instead of re-executing `self_exe` when present.
+    pub supervisor_exe: Option<PathBuf>,
     /// Whether a fresh `/proc` can be mounted in a new pid namespace.
     pub fresh_proc: bool,
     /// Whether user namespaces can be created.

@@ -30,8 +30,6 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use paddock_linux_bwrap::trace::strace_options;
 
-use crate::{cargo, run};
-
 const MODULES: &str = "json, csv, re, os, sys, collections, itertools, functools, pathlib, \
     datetime, decimal, fractions, statistics, random, hashlib, base64, struct, textwrap, \
     string, difflib, heapq, bisect, argparse, logging, typing";
@@ -138,8 +136,7 @@ fn options() -> Result<Options> {
 
 pub fn trace(root: &Path) -> Result<()> {
     let opts = options()?;
-    run(cargo().args(["build", "--release", "-p", "paddock"]))?;
-    let paddock = crate::target_dir(root).join("release/paddock");
+    let paddock = crate::build_release(root)?;
     let strace = ["/usr/bin/strace", "/usr/local/bin/strace", "/bin/strace"]
         .iter()
         .map(PathBuf::from)
