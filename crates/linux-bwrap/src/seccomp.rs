@@ -296,7 +296,9 @@ mod linux {
             .map_err(|e| Error::Seccomp { syscall: "filter".to_owned(), message: e.to_string() })
     }
 
-    fn program(rules: &[SyscallRule], action: Action) -> Result<BpfProgram, Error> {
+    /// seccompiler's program for the rules of `action`, and the syscall numbers it has rules
+    /// for (every other number it lets through).
+    fn program(rules: &[SyscallRule], action: Action) -> Result<(BpfProgram, Vec<u32>), Error> {
         let mut map: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
         for rule in rules.iter().filter(|r| r.action == action) {
             let err = |e: seccompiler::BackendError| Error::Seccomp {
@@ -322,6 +324,7 @@ mod linux {
             }
             map.insert(nr, chain);
         }
+        let nrs: Vec<u32> = map.keys().filter_map(|nr| u32::try_from(*nr).ok()).collect();
         let errno = match action {
             Action::Eperm => libc::EPERM,
             Action::Enosys => libc::ENOSYS,
@@ -333,8 +336,9 @@ mod linux {
             arch()?,
         )
         .map_err(|e| Error::Seccomp { syscall: "filter".to_owned(), message: e.to_string() })?;
-        BpfProgram::try_from(filter)
-            .map_err(|e| Error::Seccomp { syscall: "filter".to_owned(), message: e.to_string() })
+        let program = BpfProgram::try_from(filter)
+            .map_err(|e| Error::Seccomp { syscall: "filter".to_owned(), message: e.to_string() })?;
+        Ok((program, nrs))
     }
 
     /// `BPF_LD | BPF_W | BPF_ABS` (0x00 | 0x00 | 0x20).
@@ -343,6 +347,12 @@ mod linux {
     const BPF_JMP_JGT_K: u16 = 0x05 | 0x20;
     const BPF_JMP_JGE_K: u16 = 0x05 | 0x30;
     const BPF_RET_K: u16 = 0x06;
+    /// `BPF_JMP | BPF_JA`: an unconditional jump by `k`.
+    const BPF_JA: u16 = 0x05;
+    /// `SECCOMP_RET_ALLOW`.
+    const RET_ALLOW: u32 = 0x7fff_0000;
+    /// A `ja` whose offset [`dispatch`] fills in: to the end of the dispatch.
+    const TO_PROGRAM: u32 = u32::MAX;
     /// `SECCOMP_RET_ERRNO`.
     const RET_ERRNO: u32 = 0x0005_0000;
     /// The length of seccompiler's arch check: load arch, compare, kill.
@@ -356,14 +366,58 @@ mod linux {
         sock_filter { code, jt, jf, k }
     }
 
+    /// A binary search for the syscall number (in the accumulator) among `nrs` (sorted):
+    /// one of them jumps past the emitted code, where seccompiler's program starts; any other
+    /// number is allowed on the spot.
+    ///
+    /// seccompiler tests the numbers one after the other, so an allowed call walked the whole
+    /// chain, and so did the kernel: when a filter is attached it runs it once per syscall
+    /// number to cache which ones are always allowed (Linux 5.11), which took 115 us per task
+    /// for 231 instructions walked linearly (measured: the attach cost grows with the
+    /// instructions a number walks through). With the search, an allowed number takes about
+    /// six comparisons.
+    fn dispatch(nrs: &[u32]) -> Result<Vec<sock_filter>, Error> {
+        let mut out = Vec::new();
+        emit_search(nrs, &mut out)?;
+        let len = out.len();
+        for (pc, ins) in out.iter_mut().enumerate() {
+            if ins.code == BPF_JA && ins.k == TO_PROGRAM {
+                ins.k = u32::try_from(len - pc - 1).unwrap_or(0);
+            }
+        }
+        Ok(out)
+    }
+
+    fn emit_search(nrs: &[u32], out: &mut Vec<sock_filter>) -> Result<(), Error> {
+        if nrs.len() <= 4 {
+            // jeq nr_i -> the `ja` after the `ret`; none matched: allowed.
+            for (i, nr) in nrs.iter().enumerate() {
+                out.push(jump(BPF_JMP_JEQ_K, *nr, u8::try_from(nrs.len() - i).unwrap_or(0), 0));
+            }
+            out.push(stmt(BPF_RET_K, RET_ALLOW));
+            out.push(stmt(BPF_JA, TO_PROGRAM));
+            return Ok(());
+        }
+        let mid = nrs.len() / 2;
+        let at = out.len();
+        out.push(jump(BPF_JMP_JGE_K, nrs[mid], 0, 0));
+        emit_search(&nrs[..mid], out)?;
+        out[at].jt = u8::try_from(out.len() - at - 1).map_err(|_| Error::Seccomp {
+            syscall: "filter".to_owned(),
+            message: "the syscall search does not fit BPF's jump offsets".to_owned(),
+        })?;
+        emit_search(&nrs[mid..], out)
+    }
+
     /// Compiles the rules to a BPF program, as raw little-endian `sock_filter` bytes.
     ///
     /// Layout: seccompiler's arch check (foreign arch: kill), then this crate's prelude
     /// (x32: EPERM; above [`MAX_REVIEWED_NR`]: ENOSYS; the ENOSYS rules, i.e. `clone3`), then
-    /// seccompiler's EPERM program after its own arch check. BPF jumps are relative and only
+    /// a binary search that allows every number seccompiler has no rule for ([`dispatch`]),
+    /// then seccompiler's EPERM program after its own arch check. BPF jumps are relative and only
     /// go forward, so splicing whole programs keeps every jump inside its own part.
     pub fn compile(rules: &[SyscallRule]) -> Result<Vec<u8>, Error> {
-        let eperm = program(rules, Action::Eperm)?;
+        let (eperm, eperm_nrs) = program(rules, Action::Eperm)?;
         let arch_check = &eperm[..ARCH_CHECK_LEN.min(eperm.len())];
         let enosys_nrs: Vec<u32> = rules
             .iter()
@@ -386,7 +440,7 @@ mod linux {
         //   3+n    ja over the two returns (jeq 0 == 0 style: an unconditional skip)
         //   4+n    ret ENOSYS
         //   5+n    ret EPERM
-        //   6+n    (seccompiler's program continues: it reloads nr itself)
+        //   6+n    the search (`dispatch`), then seccompiler's program, which reloads nr itself
         let n = enosys_nrs.len();
         let offset = |from: usize, to: usize| u8::try_from(to - from - 1).unwrap_or(u8::MAX);
         let ret_enosys = 4 + n;
@@ -403,9 +457,12 @@ mod linux {
         prelude.push(stmt(BPF_RET_K, RET_ERRNO | libc::ENOSYS as u32));
         prelude.push(stmt(BPF_RET_K, RET_ERRNO | libc::EPERM as u32));
 
-        let mut all: Vec<sock_filter> = Vec::with_capacity(eperm.len() + prelude.len());
+        let search = dispatch(&eperm_nrs)?;
+        let mut all: Vec<sock_filter> =
+            Vec::with_capacity(eperm.len() + prelude.len() + search.len());
         all.extend_from_slice(arch_check);
         all.extend(prelude);
+        all.extend(search);
         all.extend_from_slice(&eperm[arch_check.len()..]);
         if all.len() >= 4096 {
             return Err(Error::Seccomp {
