@@ -30,17 +30,46 @@ fn the_task_starts_with_the_default_signal_dispositions() {
         return;
     }
     let s = Scratch::new("sigpipe");
+    let mask_of = |status: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("SigIgn:"))
+            .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+    };
+    // What paddock inherits from this test (which ignores SIGPIPE itself, reset for its
+    // children) is what the task must get: nothing more. paddock is started with glibc's
+    // internal signals 32 and 33 at their default (std's own posix_spawn child may get them
+    // ignored): the task must have them at their default too.
+    let glibc_internal: u64 = (1 << 31) | (1 << 32);
+    let own = std::fs::read_to_string("/proc/self/status").unwrap();
+    let inherited = mask_of(&own).unwrap() & !(1 << (libc::SIGPIPE - 1)) & !glibc_internal;
     let script = "grep SigIgn /proc/self/status; yes | head -n 1 >/dev/null";
-    let out = s.paddock().args(["run", "--", "sh", "-c", script]).output().unwrap();
-    let (stdout, stderr) =
-        (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    let ignored = stdout
-        .trim()
-        .strip_prefix("SigIgn:")
-        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
-        .unwrap_or_else(|| panic!("no SigIgn line: {out:?}"));
-    assert_eq!(ignored & (1 << (libc::SIGPIPE - 1)), 0, "SIGPIPE is ignored in the task");
-    assert!(!stderr.contains("Broken pipe"), "{stderr}");
+    // Spawned with a fork (the observers), and with posix_spawn (`--itemize off`).
+    for itemize in [None, Some("off")] {
+        let mut cmd = s.paddock();
+        // SAFETY: rt_sigaction with SIG_DFL on two signal numbers, async-signal-safe (the
+        // kernel's struct sigaction: handler, flags, restorer, mask).
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+                let dfl = [0u64; 4];
+                for sig in [32, 33] {
+                    libc::syscall(libc::SYS_rt_sigaction, sig, dfl.as_ptr(), 0usize, 8);
+                }
+                Ok(())
+            });
+        }
+        cmd.arg("run");
+        if let Some(mode) = itemize {
+            cmd.args(["--itemize", mode]);
+        }
+        let out = cmd.args(["--", "sh", "-c", script]).output().unwrap();
+        let (stdout, stderr) =
+            (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let ignored = mask_of(&stdout).unwrap_or_else(|| panic!("no SigIgn line: {out:?}"));
+        assert_eq!(ignored & (1 << (libc::SIGPIPE - 1)), 0, "SIGPIPE is ignored in the task");
+        assert_eq!(ignored, inherited, "the task ignores signals ({itemize:?}): {ignored:#x}");
+        assert!(!stderr.contains("Broken pipe"), "{stderr}");
+    }
 }
 
 #[test]
@@ -149,4 +178,65 @@ fn host_processes_are_invisible_prc01() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("rc=1") || !out.status.success());
+}
+
+#[test]
+fn the_task_gets_the_cpus_of_its_runner() {
+    // bwrap may be started before the plan exists and run beside the runner; whatever the
+    // runner does about CPUs, the task's affinity is the one paddock was started with.
+    if !require_os_sandbox() {
+        return;
+    }
+    let s = Scratch::new("cpus");
+    let allowed = |status: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .map(|v| v.trim().to_owned())
+    };
+    let own = allowed(&std::fs::read_to_string("/proc/self/status").unwrap()).unwrap();
+    for itemize in [None, Some("off")] {
+        let mut cmd = s.paddock();
+        cmd.arg("run");
+        if let Some(mode) = itemize {
+            cmd.args(["--itemize", mode]);
+        }
+        let out = cmd.args(["--", "cat", "/proc/self/status"]).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let task = allowed(&String::from_utf8_lossy(&out.stdout));
+        assert_eq!(task.as_deref(), Some(own.as_str()), "{itemize:?}");
+    }
+}
+
+#[test]
+fn a_bwrap_started_before_the_plan_is_gone_when_the_plan_fails_or_does_not_fit() {
+    // With `--itemize off` bwrap starts first and waits for its arguments. A bad config
+    // then ends the run with paddock's own error alone: the waiting bwrap is killed before
+    // it reads anything (a bwrap left waiting would run its command unsandboxed once its
+    // argument pipe closed: the supervisor's refusal would show on stderr).
+    if !require_os_sandbox() {
+        return;
+    }
+    let s = Scratch::new("prespawn");
+    std::fs::write(s.project.join("paddock.toml"), "[allow]\nwrite = 3\n").unwrap();
+    let out = s.paddock().args(["run", "--itemize", "off", "--", "true"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("allow.write"), "{stderr}");
+    for stray in ["bwrap", "supervisor", "pid 1"] {
+        assert!(!stderr.contains(stray), "{stray}: {stderr}");
+    }
+    // A plan that needs more than the waiting bwrap has (a port grant's channel) is
+    // spawned as usual; the task runs once.
+    std::fs::remove_file(s.project.join("paddock.toml")).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let out = s
+        .paddock()
+        .args(["run", "--itemize", "off", "--allow-local-port", &port.to_string()])
+        .args(["--", "sh", "-c", "echo ran >> runs"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(std::fs::read_to_string(s.project.join("runs")).unwrap(), "ran\n");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("bwrap"), "{out:?}");
 }

@@ -223,8 +223,37 @@ fn run_itemized(
     crate::trace::run(run, trace.as_ref())
 }
 
+/// A bwrap started now for the run's plan ([`crate::prespawn`]), when the flag or
+/// `PADDOCK_ITEMIZE` says the run is not itemized or is itemized by strace attached to the
+/// supervisor (the observers and strace around bwrap spawn it their own way), and bwrap is
+/// here. `None` otherwise, or when it cannot be started (the spawn then says why).
+fn prespawn_for(args: &PolicyArgs) -> Option<crate::prespawn::Prespawned> {
+    use crate::args::ItemizeArg;
+    if args.backend == Some(BackendArg::MacosSeatbelt) {
+        return None;
+    }
+    let plain = match args.itemize {
+        Some(ItemizeArg::Off) => true,
+        Some(ItemizeArg::Strace) => crate::attach::enabled(),
+        Some(_) => false,
+        None => match std::env::var(ITEMIZE_ENV).ok().as_deref() {
+            Some("off") => true,
+            Some("strace") => crate::attach::enabled(),
+            _ => false,
+        },
+    };
+    if !plain {
+        return None;
+    }
+    let bwrap = paddock_linux_bwrap::probe::facts().bwrap.and_then(AbsPathBuf::new_lexical)?;
+    crate::prespawn::Prespawned::start(&bwrap).ok()
+}
+
 /// `paddock run`.
 pub fn run(args: &RunArgs) -> Result<u8> {
+    // bwrap first, waiting for its arguments, when the way the run itemizes is known to
+    // spawn it plainly: its start-up then overlaps everything up to the spawn.
+    let prespawned = prespawn_for(&args.policy);
     // Locked before resolution: a run that may take another's placeholder for the user's
     // file is then alive when that run decides whether to remove it
     // (`runtime_dir::release_placeholders`).
@@ -274,6 +303,7 @@ pub fn run(args: &RunArgs) -> Result<u8> {
         grace: Duration::from_secs(2),
         capture: false,
         inherit: bridges.inherited(),
+        prespawned: crate::prespawn::PrespawnSlot::new(prespawned),
     };
     if let Some(note) = itemize_note {
         eprintln!("paddock: note: {note}");

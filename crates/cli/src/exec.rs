@@ -25,6 +25,7 @@ use paddock_linux_bwrap::observe_fs::ObserverMount;
 use paddock_policy::{AbsPathBuf, SpawnPlan};
 
 use crate::placeholders::Placeholders;
+use crate::prespawn::Prespawned;
 
 /// The byte the supervisor sends up the signal channel once the task has started.
 pub const STARTED: u8 = paddock_linux_bwrap::supervisor::STARTED;
@@ -170,7 +171,31 @@ pub fn spawn_with(
     inherit: &[(Arc<OwnedFd>, RawFd)],
     observer: Option<&ObserverMount>,
 ) -> Result<Spawned> {
+    spawn_into(plan, output, runtime_dir, extra, inherit, observer, None)
+}
+
+/// [`spawn_with`], handing the plan to `prespawned` (a bwrap started before the plan
+/// existed, see [`crate::prespawn`]) when it fits; otherwise that bwrap is killed and the
+/// plan spawned as usual.
+pub fn spawn_into(
+    plan: &SpawnPlan,
+    output: Output,
+    runtime_dir: Option<&Path>,
+    extra: Vec<(OwnedFd, RawFd)>,
+    inherit: &[(Arc<OwnedFd>, RawFd)],
+    observer: Option<&ObserverMount>,
+    prespawned: Option<Prespawned>,
+) -> Result<Spawned> {
+    let fits = prespawned.as_ref().is_some_and(|pre| {
+        pre.fits(plan, output, extra.is_empty() && inherit.is_empty() && observer.is_none())
+    });
+    // An unfitting one is killed first: it never sees this plan's placeholders.
+    let prespawned = prespawned.filter(|_| fits);
     let placeholders = Placeholders::create(&plan.placeholders, runtime_dir)?;
+    if let Some(pre) = prespawned {
+        let (child, signal_tx) = pre.complete(plan)?;
+        return Ok(Spawned { child, signal_tx, placeholders });
+    }
 
     // The descriptors the child gets, as (source, target) pairs.
     let mut keep: Vec<OwnedFd> = Vec::new();
@@ -192,11 +217,7 @@ pub fn spawn_with(
         // A stream socket pair rather than a pipe: the supervisor reads polite signals from
         // it and writes back one byte once the task has started, which is how a sandbox
         // that failed to set up (bwrap's own error, exit 1) is told from a task exiting 1.
-        let (ours, theirs) = UnixStream::pair().context("cannot create the signal channel")?;
-        // Messages up carry the sender's credentials, its pid translated into our pid
-        // namespace: how a supervisor that asks for a tracer is found.
-        nix::sys::socket::setsockopt(&ours, nix::sys::socket::sockopt::PassCred, &true)
-            .context("cannot set up the signal channel")?;
+        let (ours, theirs) = signal_channel()?;
         pairs.push((theirs.as_raw_fd(), target));
         keep.push(OwnedFd::from(theirs));
         signal_tx = Some(ours);
@@ -211,9 +232,10 @@ pub fn spawn_with(
     // Without anything to do between fork and exec but moving descriptors, the child is
     // spawned without a copy of this process: see `spawn_posix`.
     if observer.is_none() && !die_with_parent {
-        let child = spawn_posix(plan, output, &pairs, max_target).map_err(|source| {
-            SpawnFailed { program: plan.program.as_path().to_path_buf(), source }
-        })?;
+        let child =
+            spawn_posix(&Invocation::of(plan), output, &pairs, max_target).map_err(|source| {
+                SpawnFailed { program: plan.program.as_path().to_path_buf(), source }
+            })?;
         drop(keep);
         return Ok(Spawned { child, signal_tx, placeholders });
     }
@@ -251,7 +273,27 @@ pub fn spawn_with(
     Ok(Spawned { child: SpawnedChild::from_std(child), signal_tx, placeholders })
 }
 
-/// Spawns `plan` with `posix_spawn`, which glibc implements with a `CLONE_VM | CLONE_VFORK`
+/// What a spawn executes: a plan's program, argv, environment and cwd.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Invocation<'a> {
+    pub program: &'a Path,
+    pub argv: &'a [std::ffi::OsString],
+    pub env: &'a [(std::ffi::OsString, std::ffi::OsString)],
+    pub cwd: &'a Path,
+}
+
+impl<'a> Invocation<'a> {
+    pub fn of(plan: &'a SpawnPlan) -> Invocation<'a> {
+        Invocation {
+            program: plan.program.as_path(),
+            argv: &plan.argv,
+            env: &plan.env,
+            cwd: plan.cwd.as_path(),
+        }
+    }
+}
+
+/// Spawns `run` with `posix_spawn`, which glibc implements with a `CLONE_VM | CLONE_VFORK`
 /// child: nothing of this process is copied, where a fork copies its page tables and the
 /// child's exec tears the copy down again (0.38 ms more per spawn, measured with an 8 MiB
 /// heap). What the forked path's `pre_exec` does is done by spawn attributes and file
@@ -260,8 +302,8 @@ pub fn spawn_with(
 /// target (which clears close-on-exec there), the child gets its own process group, an
 /// empty signal mask, `SIGPIPE` at its default (Rust ignores it, and an ignored signal
 /// survives exec; glibc resets every handled one), and the plan's cwd.
-fn spawn_posix(
-    plan: &SpawnPlan,
+pub(crate) fn spawn_posix(
+    run: &Invocation<'_>,
     output: Output,
     pairs: &[(RawFd, RawFd)],
     max_target: RawFd,
@@ -273,18 +315,18 @@ fn spawn_posix(
     let cstr = |b: &[u8]| {
         CString::new(b).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))
     };
-    let program = cstr(plan.program.as_os_str().as_bytes())?;
+    let program = cstr(run.program.as_os_str().as_bytes())?;
     let mut argv: Vec<CString> =
-        plan.argv.iter().map(|a| cstr(a.as_bytes())).collect::<std::io::Result<_>>()?;
+        run.argv.iter().map(|a| cstr(a.as_bytes())).collect::<std::io::Result<_>>()?;
     if argv.is_empty() {
         argv.push(program.clone());
     }
-    let envp: Vec<CString> = plan
+    let envp: Vec<CString> = run
         .env
         .iter()
         .map(|(k, v)| cstr(&[k.as_bytes(), b"=", v.as_bytes()].concat()))
         .collect::<std::io::Result<_>>()?;
-    let cwd = cstr(plan.cwd.as_os_str().as_bytes())?;
+    let cwd = cstr(run.cwd.as_os_str().as_bytes())?;
 
     // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only changes flags, here in the runner:
     // every descriptor it owns is close-on-exec already (std and this crate open them so);
@@ -337,7 +379,35 @@ fn spawn_posix(
     attr.set_sigmask(&SigSet::empty())?;
     let mut default = SigSet::empty();
     default.add(Signal::SIGPIPE);
-    attr.set_sigdefault(&default)?;
+    // glibc's child sets its two internal signals (32 and 33, blocked around the clone) to
+    // SIG_IGN unless they are in this set, and an ignored signal survives every exec down to
+    // the task: those this process has at their default stay there (one it inherited
+    // ignored stays ignored, as a fork would pass it on). glibc's own sigaddset refuses
+    // them, so their bits are set by hand.
+    let mut default: libc::sigset_t = *default.as_ref();
+    // SAFETY: glibc's sigset_t is an array of unsigned longs, signal N at bit N-1.
+    let words = unsafe {
+        std::slice::from_raw_parts_mut(
+            std::ptr::from_mut(&mut default).cast::<libc::c_ulong>(),
+            std::mem::size_of::<libc::sigset_t>() / std::mem::size_of::<libc::c_ulong>(),
+        )
+    };
+    let bits = libc::c_ulong::BITS as usize;
+    for sig in [32usize, 33] {
+        if !ignored_here(sig) {
+            words[(sig - 1) / bits] |= 1 << ((sig - 1) % bits);
+        }
+    }
+    // SAFETY: `PosixSpawnAttr` is `repr(transparent)` over the libc type; the set is valid.
+    let rc = unsafe {
+        libc::posix_spawnattr_setsigdefault(
+            std::ptr::from_mut(&mut attr).cast::<libc::posix_spawnattr_t>(),
+            &default,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::from_raw_os_error(rc));
+    }
     let pid = posix_spawn(program.as_c_str(), &actions, &attr, &argv, &envp)?;
     drop(moved);
     Ok(SpawnedChild {
@@ -429,7 +499,32 @@ fn place_fds(pairs: &[(RawFd, RawFd)], max_target: RawFd) -> std::io::Result<()>
     Ok(())
 }
 
-fn memfd_with(name: &str, bytes: &[u8]) -> Result<OwnedFd> {
+/// Whether this process ignores signal `sig`, asked of the kernel itself (glibc's sigaction
+/// refuses its internal signals).
+fn ignored_here(sig: usize) -> bool {
+    // The kernel's `struct sigaction` on 64-bit Linux is at most four words, the handler
+    // first; it writes the whole struct.
+    let mut old = [0u64; 4];
+    // SAFETY: rt_sigaction with no new action only writes the old one into a buffer large
+    // enough for it; the mask size is the kernel's (8 bytes).
+    let rc = unsafe {
+        libc::syscall(libc::SYS_rt_sigaction, sig, std::ptr::null::<u64>(), old.as_mut_ptr(), 8)
+    };
+    rc == 0 && old[0] == libc::SIG_IGN as u64
+}
+
+/// The signal channel: a stream socket pair, the runner's end first. Messages up carry the
+/// sender's credentials, its pid translated into our pid namespace: how a supervisor that
+/// asks for a tracer is found.
+pub(crate) fn signal_channel() -> Result<(UnixStream, UnixStream)> {
+    let (ours, theirs) = UnixStream::pair().context("cannot create the signal channel")?;
+    nix::sys::socket::setsockopt(&ours, nix::sys::socket::sockopt::PassCred, &true)
+        .context("cannot set up the signal channel")?;
+    Ok((ours, theirs))
+}
+
+/// A memfd named `paddock-NAME` holding `bytes`, read from its start.
+pub(crate) fn memfd_with(name: &str, bytes: &[u8]) -> Result<OwnedFd> {
     let cname = CString::new(format!("paddock-{name}")).unwrap_or_default();
     // SAFETY: a valid NUL-terminated name; the result is checked.
     let fd = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC) };

@@ -158,6 +158,7 @@ pub fn learn(args: &LearnArgs) -> Result<u8> {
         grace: Duration::from_secs(2),
         capture: false,
         inherit: Vec::new(),
+        prespawned: Default::default(),
     };
     let dir = Some(runtime.path().as_path());
     // strace attached to the supervisor (bwrap's setup untraced), else strace around bwrap.

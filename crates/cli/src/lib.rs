@@ -36,6 +36,8 @@ pub mod load;
 pub mod observe;
 #[cfg(target_os = "linux")]
 pub mod placeholders;
+#[cfg(target_os = "linux")]
+pub mod prespawn;
 pub mod propose;
 pub mod report;
 #[cfg(target_os = "linux")]

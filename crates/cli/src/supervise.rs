@@ -32,6 +32,9 @@ pub struct RunOptions {
     /// grant's channel: [`crate::bridges::Bridges::inherited`]). Shared: the caller's copy
     /// stays open for a second spawn of the same run.
     pub inherit: Vec<(Arc<OwnedFd>, RawFd)>,
+    /// A bwrap started before the plan existed, for the first spawn it fits
+    /// ([`crate::prespawn`]).
+    pub prespawned: crate::prespawn::PrespawnSlot,
 }
 
 /// How a run ended.
@@ -134,7 +137,15 @@ fn run_plan_full(
     let start = Instant::now();
     let signals = SignalCatcher::install().context("cannot install signal handlers")?;
     let output = if opts.capture { Output::Piped } else { Output::Inherit };
-    let mut spawned = exec::spawn_with(plan, output, runtime_dir, extra, &opts.inherit, observer)?;
+    let mut spawned = exec::spawn_into(
+        plan,
+        output,
+        runtime_dir,
+        extra,
+        &opts.inherit,
+        observer,
+        opts.prespawned.take(),
+    )?;
     let pid = i32::try_from(spawned.child.id()).context("child pid")?;
     let pidfd = pidfd_open(pid).context("pidfd_open")?;
 

@@ -219,7 +219,8 @@ mod tests {
         assert!(!args.contains("--share-net"), "own netns: {args}");
         assert!(
             args.ends_with(
-                "--remount-ro /home/u --ro-bind /run/user/1000/paddock/t1/net /dev/.paddock-net "
+                "--remount-ro /home/u --ro-bind /run/user/1000/paddock/t1/net /dev/.paddock-net \
+                 --ro-bind /home/u/.cargo/bin/paddock /dev/.paddock-supervisor "
             ),
             "{args}"
         );

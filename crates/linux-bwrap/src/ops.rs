@@ -29,11 +29,15 @@
 //! 3. The protected paths, read-only onto themselves, after everything writable, so that
 //!    they stay read-only inside any grant (DESIGN decision 8). A missing one is bound from
 //!    the placeholder the runner creates at its outermost missing component.
-//! 4. The supervisor binary, read-only at [`SUPERVISOR_PATH`](crate::SUPERVISOR_PATH).
-//! 5. `--remount-ro` of each deny tmpfs, now that bubblewrap has made every mount point in it:
+//! 4. `--remount-ro` of each deny tmpfs, now that bubblewrap has made every mount point in it:
 //!    writes under a hidden path fail with EROFS instead of vanishing into a tmpfs. An
 //!    observed anchor is not remounted: the observer refuses changes itself (`EROFS`), and a
 //!    read-only mount would answer them before the observer could record them.
+//! 5. Last, after the socket directories of the bridges too ([`supervisor_op`]), the
+//!    supervisor binary, read-only at [`SUPERVISOR_PATH`](crate::SUPERVISOR_PATH):
+//!    bwrap's command is the supervisor at that path, so arguments that end early (a runner
+//!    killed while it writes them to bwrap, which was started before: see
+//!    [`crate::bwrap_argv`]) leave nothing to run, never a sandbox with some walls missing.
 //!
 //! Protected paths and pins that lie under a deny anchor are skipped: binding them from the
 //! host would show what the anchor hides, and the read-only anchor keeps them unwritable.
@@ -372,13 +376,7 @@ pub fn mount_ops(policy: &ResolvedPolicy, inputs: &MountInputs) -> MountOps {
     protected.retain(|p| !outer.iter().any(|o| o != p && p.starts_with(o)));
     ops.extend(protected.into_iter().map(|p| BwrapOp::RoBind { src: p.clone(), dest: p }));
 
-    // 4. The supervisor.
-    ops.push(BwrapOp::RoBind {
-        src: inputs.supervisor_src.clone(),
-        dest: inputs.supervisor_dest.clone(),
-    });
-
-    // 5. Deny tmpfs read-only, unless a writable bind sits on the very same path (remounting
+    // 4. Deny tmpfs read-only, unless a writable bind sits on the very same path (remounting
     // the top mount there would make the grant read-only).
     remount.sort();
     remount.dedup();
@@ -389,6 +387,12 @@ pub fn mount_ops(policy: &ResolvedPolicy, inputs: &MountInputs) -> MountOps {
         ops.push(BwrapOp::RemountRo { dest: path });
     }
     MountOps { ops, uses_masked, observed, observed_files }
+}
+
+/// The last op of every plan, after the mounts and the socket directories: the supervisor
+/// binary at its path (order step 5).
+pub fn supervisor_op(inputs: &MountInputs) -> BwrapOp {
+    BwrapOp::RoBind { src: inputs.supervisor_src.clone(), dest: inputs.supervisor_dest.clone() }
 }
 
 /// The mount points bwrap makes inside the observed `anchor`, relative to it, parents

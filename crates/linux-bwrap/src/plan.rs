@@ -63,6 +63,23 @@ fn plan_error(message: String) -> Error {
     Error::Plan { backend: BACKEND_NAME, message }
 }
 
+/// bwrap's command line in every plan: its setup comes from [`ARGS_FD`], then the
+/// supervisor. The same for every policy, so that a runner may start bwrap before it has
+/// planned (bwrap blocks reading its arguments until they are written and the descriptor
+/// closed). The supervisor's bind is the last setup op ([`crate::ops`]): arguments cut short
+/// leave no supervisor to run, whatever else they did.
+pub fn bwrap_argv() -> Vec<OsString> {
+    vec![
+        "bwrap".into(),
+        "--args".into(),
+        ARGS_FD.to_string().into(),
+        SUPERVISOR_PATH.into(),
+        SUPERVISE_SUBCOMMAND.into(),
+        "--payload-fd".into(),
+        SUPERVISOR_FD.to_string().into(),
+    ]
+}
+
 impl Backend for LinuxBwrap {
     fn name(&self) -> &'static str {
         BACKEND_NAME
@@ -164,8 +181,10 @@ impl Backend for LinuxBwrap {
             BwrapOp::CapDropAll,
         ]);
         all.extend(mounts);
-        // The socket directories go last: on the fresh /dev, after every other mount.
+        // The socket directories: on the fresh /dev, after every other mount.
         all.extend(net.mounts);
+        // And the supervisor last of all (see `bwrap_argv`).
+        all.push(ops::supervisor_op(&inputs));
         let mut args_bytes = Vec::new();
         for arg in ops::to_args(&all) {
             args_bytes.extend_from_slice(arg.as_encoded_bytes());
@@ -216,19 +235,10 @@ impl Backend for LinuxBwrap {
             Payload { name: "seccomp-bpf".to_owned(), fd: SECCOMP_FD, bytes: bpf },
         ];
 
-        let argv: Vec<OsString> = vec![
-            "bwrap".into(),
-            "--args".into(),
-            ARGS_FD.to_string().into(),
-            SUPERVISOR_PATH.into(),
-            SUPERVISE_SUBCOMMAND.into(),
-            "--payload-fd".into(),
-            SUPERVISOR_FD.to_string().into(),
-        ];
         Ok(SpawnPlan {
             backend: BACKEND_NAME,
             program: bwrap,
-            argv,
+            argv: bwrap_argv(),
             // bwrap's environment is readable inside the sandbox (/proc/1/environ while it
             // sets up): it gets none. The task's environment is in the supervisor payload.
             env: Vec::new(),

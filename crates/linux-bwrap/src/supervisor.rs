@@ -244,6 +244,13 @@ fn prepare_notify(
 }
 
 fn run(args: &[OsString]) -> Result<i32, String> {
+    // Only ever the sandbox's pid 1 (`--as-pid-1` in a new pid namespace): anything else is
+    // not inside a sandbox, and the task is not run.
+    if std::process::id() != 1 {
+        return Err(
+            "not the sandbox's pid 1: refusing to run the task outside a sandbox".to_owned()
+        );
+    }
     // SAFETY: prctl with integer arguments only.
     unsafe {
         libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
@@ -311,15 +318,22 @@ fn run(args: &[OsString]) -> Result<i32, String> {
         return Ok(code);
     }
 
-    // SAFETY: the supervisor is single-threaded, so the child may run any code; it only
-    // calls async-signal-safe functions and exits through `_exit` or `execve`.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(format!("fork: {}", std::io::Error::last_os_error()));
-    }
-    if pid == 0 {
-        child(&prepared, &mask);
-    }
+    let pid = if prepared.gate.is_none() && prepared.notify.is_none() {
+        spawn_sharing_memory(&prepared, &mask)?
+    } else {
+        // The child waits for the relays or for the notifier's acknowledgement, which this
+        // process gives after the fork: a child that shares its memory could not wait.
+        // SAFETY: the supervisor is single-threaded, so the child may run any code; it only
+        // calls async-signal-safe functions and exits through `_exit` or `execve`.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(format!("fork: {}", std::io::Error::last_os_error()));
+        }
+        if pid == 0 {
+            child(&prepared, &mask);
+        }
+        pid
+    };
     let relays = match gate_write {
         None => Vec::new(),
         Some(gate) => {
@@ -545,6 +559,45 @@ fn install_notify(program: &[libc::sock_filter]) {
     unsafe { libc::close(NOTIFY_SOCK_FD) };
 }
 
+/// Starts [`child`] as `vfork` does (`CLONE_VM | CLONE_VFORK`, on a stack of its own): this
+/// process waits until the child has executed the task (or exited), and nothing of it is
+/// copied for a child that execs at once. A fork copies the page tables, and the child's
+/// exec tears the copy down again.
+fn spawn_sharing_memory(p: &Prepared, mask: &libc::sigset_t) -> Result<libc::pid_t, String> {
+    struct Args<'a> {
+        p: &'a Prepared,
+        mask: &'a libc::sigset_t,
+    }
+    extern "C" fn entry(arg: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: `arg` is the `Args` below, alive until the parent resumes, which is after
+        // this child has executed or exited.
+        let args = unsafe { &*arg.cast::<Args<'_>>() };
+        child(args.p, args.mask)
+    }
+    const STACK: usize = 256 * 1024;
+    let mut stack = vec![0u8; STACK];
+    let args = Args { p, mask };
+    // SAFETY: the stack is ours and outlives the child's use of it (the parent is suspended
+    // until the child executes or exits); the stack grows down from its 16-byte aligned top.
+    // The child shares this process's memory: it only makes syscalls on data prepared
+    // before (the supervisor is single-threaded here: no relays, no notifier thread, so
+    // the allocator is nobody else's while it runs), and never returns.
+    let pid = unsafe {
+        let top = stack.as_mut_ptr().add(STACK);
+        let top = top.sub(top as usize % 16);
+        libc::clone(
+            entry,
+            top.cast(),
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            std::ptr::from_ref(&args).cast_mut().cast(),
+        )
+    };
+    if pid < 0 {
+        return Err(format!("clone: {}", std::io::Error::last_os_error()));
+    }
+    Ok(pid)
+}
+
 /// The task's side of the fork. Never returns.
 fn child(p: &Prepared, mask: &libc::sigset_t) -> ! {
     // SAFETY: plain syscalls on our own process with valid arguments.
@@ -736,6 +789,14 @@ mod tests {
         assert_eq!(parse_args(&full), Ok(4));
         assert_eq!(parse_args(&full[2..]), Ok(4));
         assert!(parse_args(&full[..2]).is_err());
+    }
+
+    #[test]
+    fn outside_a_sandbox_it_runs_nothing() {
+        // A test process is never pid 1: bwrap run without its arguments (a runner killed
+        // before writing them) would start the supervisor outside any sandbox.
+        let e = run(&["--payload-fd".into(), "0".into()]).unwrap_err();
+        assert!(e.contains("not the sandbox's pid 1"), "{e}");
     }
 
     #[test]

@@ -146,6 +146,31 @@ fn a_dedicated_supervisor_is_bound_in_place_of_paddock() {
     assert!(!args.contains("bin/paddock /dev"), "{args}");
 }
 
+/// bwrap is started before its plan exists (the runner overlaps its own start-up with
+/// bwrap's), so arguments cut short must leave no supervisor to run: its bind is the last
+/// op of every plan, and bwrap's command line is the same for every policy.
+#[test]
+fn every_plan_ends_with_the_supervisor_and_has_the_same_command_line() {
+    let mut network = policy();
+    network.network = NetworkPolicy::Filtered {
+        allow: vec![paddock_policy::DomainPattern::parse("example.test").unwrap()],
+        deny: Vec::new(),
+    };
+    network.local_ports = vec![3000];
+    let plans = [
+        LinuxBwrap.plan(&policy(), &task(), &facts()).unwrap(),
+        LinuxBwrap.plan(&network, &task(), &facts()).unwrap(),
+        observe_plan(),
+    ];
+    for plan in plans {
+        let text = args_text(&plan);
+        let last = text.lines().last().unwrap();
+        assert_eq!(last, "--ro-bind /home/u/.cargo/bin/paddock /dev/.paddock-supervisor", "{text}");
+        assert_eq!(text.matches("/dev/.paddock-supervisor").count(), 1, "{text}");
+        assert_eq!(plan.argv, crate::bwrap_argv());
+    }
+}
+
 #[test]
 fn default_policy_argv() {
     check(
@@ -171,8 +196,8 @@ fn default_policy_argv() {
             --ro-bind /home/u/proj/.git/config /home/u/proj/.git/config
             --ro-bind /home/u/proj/.git/hooks /home/u/proj/.git/hooks
             --ro-bind /home/u/proj/.vscode /home/u/proj/.vscode
-            --ro-bind /home/u/.cargo/bin/paddock /dev/.paddock-supervisor
             --remount-ro /home/u
+            --ro-bind /home/u/.cargo/bin/paddock /dev/.paddock-supervisor
         "#]],
     );
 }
@@ -274,8 +299,8 @@ fn nesting_anchor_in_grant_project_in_tmp_and_file_anchor() {
             --bind /tmp/proj /tmp/proj
             --tmpfs /tmp/proj/secrets
             --ro-bind /tmp/proj/secrets/public /tmp/proj/secrets/public
-            --ro-bind /home/u/.cargo/bin/paddock /dev/.paddock-supervisor
             --remount-ro /tmp/proj/secrets
+            --ro-bind /home/u/.cargo/bin/paddock /dev/.paddock-supervisor
         "#]],
     );
 }
@@ -318,8 +343,8 @@ fn tmp_granted_network_on_unix_sockets_and_root_without_userns() {
             --tmpfs /run/user/1000/paddock
             --tmpfs /run/user/1000/paddock/t1/tmp
             --bind /tmp /tmp
-            --ro-bind /home/u/.cargo/bin/paddock /dev/.paddock-supervisor
             --remount-ro /home/u
+            --ro-bind /home/u/.cargo/bin/paddock /dev/.paddock-supervisor
         "#]],
     );
 }

@@ -259,6 +259,7 @@ impl Scratch {
             grace: Duration::from_millis(500),
             capture: true,
             inherit: Vec::new(),
+            prespawned: Default::default(),
         };
         run_plan_in(&plan, &opts, Some(runtime.path().as_path())).unwrap()
     }
@@ -448,6 +449,7 @@ fn exit_codes_follow_the_shell() {
         grace: Duration::from_millis(200),
         capture: true,
         inherit: Vec::new(),
+        prespawned: Default::default(),
     };
     // A program that is not there: 127.
     set_program(&mut plan, "no-such-program-xyz");
@@ -493,6 +495,7 @@ fn sigterm_to_the_runner_reaches_the_task_politely() {
         grace: Duration::from_secs(10),
         capture: true,
         inherit: Vec::new(),
+        prespawned: Default::default(),
     };
     let start = std::time::Instant::now();
     let outcome = run_plan_in(&plan, &opts, None).unwrap();
@@ -519,6 +522,7 @@ fn a_corrupt_filter_fails_closed() {
         grace: Duration::from_millis(200),
         capture: true,
         inherit: Vec::new(),
+        prespawned: Default::default(),
     };
     let outcome = run_plan_in(&plan, &opts, None).unwrap();
     assert_eq!(outcome.exit_code, 125, "{}", String::from_utf8_lossy(&outcome.stderr));

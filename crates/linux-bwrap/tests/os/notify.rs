@@ -116,6 +116,7 @@ fn observe_program(
         grace: Duration::from_millis(300),
         capture: true,
         inherit: Vec::new(),
+        prespawned: Default::default(),
     };
     let outcome = run_plan_with(
         &plan,
