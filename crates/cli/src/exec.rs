@@ -151,7 +151,7 @@ pub enum Output {
 /// Spawns `plan`. `runtime_dir`, when given, receives the placeholder manifest before any
 /// placeholder is created.
 pub fn spawn(plan: &SpawnPlan, output: Output, runtime_dir: Option<&Path>) -> Result<Spawned> {
-    spawn_with(plan, output, runtime_dir, Vec::new(), &[], None)
+    spawn_with(plan, output, runtime_dir, Vec::new(), &[], None, None)
 }
 
 /// [`spawn`], also handing the child each `(descriptor, target)` of `extra` (a tracer's log
@@ -163,21 +163,10 @@ pub fn spawn(plan: &SpawnPlan, output: Output, runtime_dir: Option<&Path>) -> Re
 /// With `observer` (`--itemize observe`), the child first enters the observer's private
 /// namespace and mounts it ([`ObserverMount::enter`]), before any descriptor is moved, so
 /// that bwrap starts nested in that namespace.
+///
+/// `prespawned` (a bwrap started before the plan existed, see [`crate::prespawn`]) gets the
+/// plan when it fits; otherwise it is killed and the plan spawned as usual.
 pub fn spawn_with(
-    plan: &SpawnPlan,
-    output: Output,
-    runtime_dir: Option<&Path>,
-    extra: Vec<(OwnedFd, RawFd)>,
-    inherit: &[(Arc<OwnedFd>, RawFd)],
-    observer: Option<&ObserverMount>,
-) -> Result<Spawned> {
-    spawn_into(plan, output, runtime_dir, extra, inherit, observer, None)
-}
-
-/// [`spawn_with`], handing the plan to `prespawned` (a bwrap started before the plan
-/// existed, see [`crate::prespawn`]) when it fits; otherwise that bwrap is killed and the
-/// plan spawned as usual.
-pub fn spawn_into(
     plan: &SpawnPlan,
     output: Output,
     runtime_dir: Option<&Path>,

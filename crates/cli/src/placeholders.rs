@@ -55,9 +55,7 @@ impl Placeholders {
         for p in wanted {
             let path = p.path.as_path();
             match make_or_borrow(path, p.dir, runtime_dir, &mut out.spares) {
-                Ok(Made::Here) => {
-                    let stamp =
-                        std::fs::symlink_metadata(path).map(|m| Stamp::of(&m)).unwrap_or_default();
+                Ok(Made::Here(stamp)) => {
                     out.created.push((path.to_path_buf(), p.dir, stamp));
                 }
                 Ok(Made::Borrowed) => borrowed = true,
@@ -83,8 +81,8 @@ impl Placeholders {
 
 /// Whose a placeholder is.
 enum Made {
-    /// Made by this run, which removes it.
-    Here,
+    /// Made by this run (with its stamp), which removes it.
+    Here(Stamp),
     /// Found made since this run resolved (a concurrent run's, or the user's): bound as it
     /// is, not this run's to remove.
     Borrowed,
@@ -101,14 +99,14 @@ fn make_or_borrow(
     spares: &mut Spares,
 ) -> std::io::Result<Made> {
     match make_placeholder(path, dir, spares) {
-        Ok(()) => Ok(Made::Here),
+        Ok(stamp) => Ok(Made::Here(stamp)),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && is_kind(path, dir) => {
             let Some(runtime_dir) = runtime_dir else { return Err(e) };
             record_use(runtime_dir, path)?;
             if is_kind(path, dir) {
                 Ok(Made::Borrowed)
             } else {
-                make_placeholder(path, dir, spares).map(|()| Made::Here)
+                make_placeholder(path, dir, spares).map(Made::Here)
             }
         }
         Err(e) => Err(e),
@@ -117,23 +115,24 @@ fn make_or_borrow(
 
 /// Makes one placeholder, never through a symlink: a spare renamed into place without
 /// replacing anything (`RENAME_NOREPLACE`), else `mkdir`, or an empty file with
-/// `O_CREAT | O_EXCL | O_NOFOLLOW`.
-fn make_placeholder(path: &Path, dir: bool, spares: &mut Spares) -> std::io::Result<()> {
-    if spares.place(path, dir)?.is_some() {
-        return Ok(());
+/// `O_CREAT | O_EXCL | O_NOFOLLOW`. Returns its stamp.
+fn make_placeholder(path: &Path, dir: bool, spares: &mut Spares) -> std::io::Result<Stamp> {
+    if let Some(stamp) = spares.place(path, dir)? {
+        return Ok(stamp);
     }
     if dir {
-        return std::fs::create_dir(path);
+        std::fs::create_dir(path)?;
+    } else {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            // Unreadable as well as unwritable: the task runs without capabilities, so a
+            // placeholder (or the masked file over a hidden one) reads as EACCES.
+            .mode(0o000)
+            .open(path)?;
     }
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        // Unreadable as well as unwritable: the task runs without capabilities, so a
-        // placeholder (or the masked file over a hidden one) reads as EACCES.
-        .mode(0o000)
-        .open(path)
-        .map(drop)
+    Ok(std::fs::symlink_metadata(path).map(|m| Stamp::of(&m)).unwrap_or_default())
 }
 
 /// Whether `path` is a directory (`dir`) or a regular file, itself and not a symlink.

@@ -143,33 +143,44 @@ impl Spares {
     /// Renames a spare of kind `dir` to `path`, never over anything there. `Ok(Some)` with
     /// its stamp once placed; `Ok(None)` when there is none to use (the caller makes one);
     /// `AlreadyExists` when something is at `path`, as making it would have said.
+    ///
+    /// Looked at once placed (one `lstat` rather than one before and one after): a spare
+    /// written into since it was kept (through a descriptor opened before) is removed from
+    /// `path` again, never used.
     pub fn place(&mut self, path: &Path, dir: bool) -> io::Result<Option<Stamp>> {
         loop {
             let Some(spares) = self.dir.clone() else { return Ok(None) };
             let Some((name, stamp)) = self.pool(dir).pop() else { return Ok(None) };
             let from = spares.join(&name);
-            match std::fs::symlink_metadata(&from) {
-                Ok(meta) if untouched(&meta, dir, stamp) => {}
-                // Written since it was kept: removed, never placed.
-                Ok(meta) => {
-                    let _ = if meta.is_dir() {
-                        std::fs::remove_dir_all(&from)
-                    } else {
-                        std::fs::remove_file(&from)
-                    };
-                    self.forget(dir);
-                    continue;
-                }
-                // Another run took it.
-                Err(_) => {
-                    self.forget(dir);
-                    continue;
-                }
-            }
             match rename_noreplace(&from, path) {
                 Ok(()) => {
                     self.forget(dir);
-                    return Ok(Some(stamp));
+                    match std::fs::symlink_metadata(path) {
+                        Ok(meta) if untouched(&meta, dir, stamp) => return Ok(Some(stamp)),
+                        // The spare, written into: removed, what was written lost as it
+                        // would have been with the placeholder removed.
+                        Ok(meta) if meta.ino() == stamp.ino => {
+                            let _ = if meta.is_dir() {
+                                std::fs::remove_dir_all(path)
+                            } else {
+                                std::fs::remove_file(path)
+                            };
+                        }
+                        // Not the spare's inode: a spare swapped for something else (a link)
+                        // in the spares directory. Moved back there and removed; if that
+                        // fails, something was put at `path` meanwhile: not ours to touch.
+                        Ok(meta) => {
+                            if rename_noreplace(path, &from).is_err() {
+                                return Err(io::Error::from(io::ErrorKind::AlreadyExists));
+                            }
+                            let _ = if meta.is_dir() {
+                                std::fs::remove_dir_all(&from)
+                            } else {
+                                std::fs::remove_file(&from)
+                            };
+                        }
+                        Err(_) => {}
+                    }
                 }
                 Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
                     // Another run took it between the look and the rename, or `path`'s
@@ -214,13 +225,17 @@ impl Spares {
             self.off_if_cross_device(&e);
             return false;
         }
+        if !dir {
+            // A file written between the look and the rename is a tainted spare, removed
+            // when next found: what was written is lost, as when a placeholder is removed.
+            self.kept_files += 1;
+            return true;
+        }
+        // A directory: an entry made in it between the look and the rename must stay where
+        // its maker put it (rmdir would have refused to remove it).
         match std::fs::symlink_metadata(&to) {
             Ok(meta) if untouched(&meta, dir, stamp) => {
-                if dir {
-                    self.kept_dirs += 1;
-                } else {
-                    self.kept_files += 1;
-                }
+                self.kept_dirs += 1;
                 true
             }
             // Written into between the look and the rename: put back where its writer
@@ -285,6 +300,31 @@ mod tests {
         Stamp::of(&std::fs::symlink_metadata(path).unwrap())
     }
 
+    /// A scratch tree with two fresh placeholders in its project, `.vscode` and `.bashrc`,
+    /// and their stamps.
+    fn two_placeholders(name: &str) -> (PathBuf, PathBuf, PathBuf, Stamp, Stamp) {
+        let t = scratch(name);
+        let vscode = t.join("project/.vscode");
+        let bashrc = t.join("project/.bashrc");
+        std::fs::create_dir(&vscode).unwrap();
+        std::fs::write(&bashrc, "").unwrap();
+        let (dir_stamp, file_stamp) = (stamp_of(&vscode), stamp_of(&bashrc));
+        (t, vscode, bashrc, dir_stamp, file_stamp)
+    }
+
+    /// A scratch tree whose project's `.vscode` placeholder was kept as a spare: the tree,
+    /// the base, `.vscode`'s path, its stamp, and the spare's path.
+    fn kept_vscode(name: &str) -> (PathBuf, PathBuf, PathBuf, Stamp, PathBuf) {
+        let t = scratch(name);
+        let base = t.join("base");
+        let vscode = t.join("project/.vscode");
+        std::fs::create_dir(&vscode).unwrap();
+        let stamp = stamp_of(&vscode);
+        assert!(Spares::list(&base).keep(&vscode, true, stamp));
+        let kept = base.join(SPARES_DIR).join(stamp.name(true));
+        (t, base, vscode, stamp, kept)
+    }
+
     #[test]
     fn names_carry_kind_inode_and_mtime() {
         let s = Stamp { ino: 42, mtime: (1_700_000_000, 123) };
@@ -297,13 +337,8 @@ mod tests {
 
     #[test]
     fn a_kept_placeholder_is_placed_again_with_its_inode() {
-        let t = scratch("cycle");
+        let (t, vscode, bashrc, dir_stamp, file_stamp) = two_placeholders("cycle");
         let (base, project) = (t.join("base"), t.join("project"));
-        let vscode = project.join(".vscode");
-        let bashrc = project.join(".bashrc");
-        std::fs::create_dir(&vscode).unwrap();
-        std::fs::write(&bashrc, "").unwrap();
-        let (dir_stamp, file_stamp) = (stamp_of(&vscode), stamp_of(&bashrc));
         let mut spares = Spares::list(&base);
         assert!(spares.keep(&vscode, true, dir_stamp));
         assert!(spares.keep(&bashrc, false, file_stamp));
@@ -321,13 +356,8 @@ mod tests {
 
     #[test]
     fn a_placeholder_written_into_is_not_kept() {
-        let t = scratch("touched");
-        let (base, project) = (t.join("base"), t.join("project"));
-        let vscode = project.join(".vscode");
-        let bashrc = project.join(".bashrc");
-        std::fs::create_dir(&vscode).unwrap();
-        std::fs::write(&bashrc, "").unwrap();
-        let (dir_stamp, file_stamp) = (stamp_of(&vscode), stamp_of(&bashrc));
+        let (t, vscode, bashrc, dir_stamp, file_stamp) = two_placeholders("touched");
+        let base = t.join("base");
         // Someone on the host writes into both during the run.
         std::fs::write(vscode.join("settings.json"), "{}").unwrap();
         std::fs::write(&bashrc, "echo hi").unwrap();
@@ -352,19 +382,24 @@ mod tests {
 
     #[test]
     fn a_spare_written_into_after_it_was_kept_is_removed_not_placed() {
-        let t = scratch("tainted");
-        let (base, project) = (t.join("base"), t.join("project"));
-        let vscode = project.join(".vscode");
-        std::fs::create_dir(&vscode).unwrap();
-        let stamp = stamp_of(&vscode);
-        let mut spares = Spares::list(&base);
-        assert!(spares.keep(&vscode, true, stamp));
+        let (t, base, vscode, _, kept) = kept_vscode("tainted");
         // A writer that held the directory open writes into it in the spares.
-        let kept = base.join(SPARES_DIR).join(stamp.name(true));
         std::fs::write(kept.join("late"), "x").unwrap();
         let mut spares = Spares::list(&base);
         assert_eq!(spares.place(&vscode, true).unwrap(), None);
         assert!(!vscode.exists() && !kept.exists());
+        std::fs::remove_dir_all(&t).unwrap();
+    }
+
+    #[test]
+    fn a_spare_swapped_for_a_link_is_never_left_in_place() {
+        let (t, base, vscode, _, kept) = kept_vscode("swapped");
+        std::fs::remove_dir(&kept).unwrap();
+        std::os::unix::fs::symlink(&t, &kept).unwrap();
+        let mut spares = Spares::list(&base);
+        assert_eq!(spares.place(&vscode, true).unwrap(), None);
+        assert!(std::fs::symlink_metadata(&vscode).is_err(), "the link stayed in the project");
+        assert!(std::fs::symlink_metadata(&kept).is_err(), "the link stayed in the spares");
         std::fs::remove_dir_all(&t).unwrap();
     }
 

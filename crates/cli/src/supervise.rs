@@ -137,7 +137,7 @@ fn run_plan_full(
     let start = Instant::now();
     let signals = SignalCatcher::install().context("cannot install signal handlers")?;
     let output = if opts.capture { Output::Piped } else { Output::Inherit };
-    let mut spawned = exec::spawn_into(
+    let mut spawned = exec::spawn_with(
         plan,
         output,
         runtime_dir,

@@ -429,6 +429,7 @@ fn observe_leaves_fuse_anchors_to_the_observer() {
         vec![(OwnedFd::from(write), RECORD_FD)],
         &[],
         Some(&mount),
+        None,
     )
     .unwrap();
     drop(mount);

@@ -112,6 +112,7 @@ pub(super) fn observer_records_hidden_lookups_listings_and_writes() {
         vec![(record_w, RECORD_FD)],
         &[],
         Some(&mount),
+        None,
     )
     .unwrap();
     drop(mount);
@@ -252,6 +253,7 @@ pub(super) fn run_observed_sleep(args: &[OsString]) -> i32 {
         vec![(record_w, RECORD_FD)],
         &[],
         Some(&mount),
+        None,
     )
     .unwrap();
     let Spawned { child, .. } = spawned;
@@ -279,6 +281,7 @@ pub(super) fn run_script(args: &[OsString]) -> i32 {
         vec![(record_w, RECORD_FD)],
         &[],
         opened.as_ref().map(|o| &o.0),
+        None,
     )
     .unwrap();
     let Spawned { child, .. } = spawned;
