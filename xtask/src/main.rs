@@ -72,19 +72,20 @@ fn project_root() -> PathBuf {
 /// the glibc it was built with): `cargo rustc` passes it to that binary alone.
 pub fn build_release(root: &Path) -> Result<PathBuf> {
     run(cargo().args(["build", "--release", "-p", "paddock"]))?;
-    static_supervisor(true)?;
+    static_supervisor(true);
     Ok(target_dir(root).join("release/paddock"))
 }
 
 /// Links `paddock-supervisor` statically (release or debug profile), over the one `cargo
-/// build` made.
-pub fn static_supervisor(release: bool) -> Result<()> {
+/// build` made. Without glibc's static libraries (Debian: libc6-dev) the dynamic one stays,
+/// and this says so.
+pub fn static_supervisor(release: bool) {
     let mut cmd = cargo();
     cmd.arg("rustc");
     if release {
         cmd.arg("--release");
     }
-    run(cmd.args([
+    cmd.args([
         "-p",
         "paddock",
         "--bin",
@@ -92,7 +93,12 @@ pub fn static_supervisor(release: bool) -> Result<()> {
         "--",
         "-C",
         "target-feature=+crt-static",
-    ]))
+    ]);
+    if let Err(e) = run(&mut cmd) {
+        eprintln!(
+            "xtask: paddock-supervisor stays dynamically linked ({e:#}); install glibc's static libraries (libc6-dev) for the static one"
+        );
+    }
 }
 
 /// Runs a command, echoing it, failing with its status.
