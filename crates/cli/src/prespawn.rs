@@ -11,6 +11,17 @@
 //! on. A plan that needs anything else (an observer namespace, a tracer around bwrap,
 //! inherited channels, piped output) is spawned as usual and the waiting bwrap is killed.
 //!
+//! The overlap needs the two on different CPUs. After a spawn the kernel often wakes the
+//! runner on the CPU the new child runs on (half of the runs on a 2-CPU machine with
+//! `posix_spawn`), where they take turns while another CPU idles, and the runner cannot move
+//! the child away since it does not get to run. So bwrap is started by a `vfork`-style child
+//! of our own ([`paddock_linux_bwrap::vfork`]) that first moves itself to the runner's other
+//! CPUs, while the runner pins itself to its own CPU until the child has executed (a vfork
+//! parent is woken where the child runs); the runner then works beside it. Before it hands
+//! over the setup
+//! (bwrap is blocked reading it then) the runner gives bwrap its whole affinity back, so the
+//! sandbox, which bwrap forks once it has read its setup, has the affinity paddock had.
+//!
 //! A runner killed before it has written everything leaves bwrap reading arguments cut
 //! short: the supervisor's bind is the last of them, and bwrap's command is the supervisor,
 //! so nothing runs (and the supervisor refuses to run anything unless it is the sandbox's
@@ -27,10 +38,9 @@ use anyhow::{Context, Result};
 use paddock_linux_bwrap::{ARGS_FD, SECCOMP_FD, SIGNAL_FD, SUPERVISOR_FD};
 use paddock_policy::{AbsPathBuf, SpawnPlan};
 
-use crate::exec::{Invocation, Output, SpawnedChild};
+use crate::exec::{Output, SpawnedChild};
 
 /// A bwrap waiting for its arguments. Dropped unused, it is killed and reaped.
-#[derive(Debug)]
 pub struct Prespawned {
     child: Option<SpawnedChild>,
     program: AbsPathBuf,
@@ -39,6 +49,18 @@ pub struct Prespawned {
     /// The runner's ends of the payload memfds, with the descriptor each is at in bwrap.
     payloads: Vec<(RawFd, File)>,
     signal_tx: Option<UnixStream>,
+    /// The runner's CPU affinity, given back to bwrap before its setup, when it started on
+    /// fewer CPUs.
+    affinity: Option<libc::cpu_set_t>,
+}
+
+impl std::fmt::Debug for Prespawned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prespawned")
+            .field("child", &self.child)
+            .field("program", &self.program)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Prespawned {
@@ -59,13 +81,12 @@ impl Prespawned {
         pairs.push((theirs.as_raw_fd(), SIGNAL_FD));
         keep.push(OwnedFd::from(theirs));
         let max_target = pairs.iter().map(|p| p.1).max().unwrap_or(2);
-        let argv = paddock_linux_bwrap::bwrap_argv();
-        let run =
-            Invocation { program: bwrap.as_path(), argv: &argv, env: &[], cwd: Path::new("/") };
-        let child = crate::exec::spawn_posix(&run, Output::Inherit, &pairs, max_target)
+        let (pid, affinity) = spawn_elsewhere(bwrap, &pairs, max_target)
             .with_context(|| format!("cannot start {}", bwrap))?;
         drop(keep);
+        let child = SpawnedChild { pid, stdout: None, stderr: None };
         Ok(Prespawned {
+            affinity,
             child: Some(child),
             program: bwrap.clone(),
             args: Some(File::from(args_w)),
@@ -109,6 +130,17 @@ impl Prespawned {
                     .with_context(|| format!("cannot prepare the {} payload", payload.name))?;
             }
         }
+        if let (Some(set), Some(child)) = (&self.affinity, &self.child) {
+            // bwrap waits for its setup: it forks the sandbox once it has read it.
+            // SAFETY: sched_setaffinity on our own child with a valid set.
+            unsafe {
+                libc::sched_setaffinity(
+                    i32::try_from(child.pid).unwrap_or(0),
+                    std::mem::size_of::<libc::cpu_set_t>(),
+                    set,
+                )
+            };
+        }
         let args = plan.payloads.iter().find(|p| p.fd == ARGS_FD).map_or(&[][..], |p| &p.bytes);
         let mut pipe = self.args.take().context("bwrap's arguments were written already")?;
         pipe.write_all(args).context("cannot hand bwrap its arguments")?;
@@ -129,6 +161,139 @@ impl Drop for Prespawned {
             let _ = child.wait();
         }
     }
+}
+
+/// Starts `bwrap` (with every plan's command line, its descriptors at `pairs`' targets) from
+/// a `vfork`-style child that first moves itself to this process's other CPUs, if it has
+/// any; returns its pid and this process's affinity when it did move. What the child does
+/// before it executes is what `posix_spawn` would: its own process group, `/` as cwd, the
+/// descriptors moved (every other one is close-on-exec: see `exec::spawn_posix`), signal
+/// handlers back to their default (`SIGPIPE` too; glibc's internal signals as they are
+/// here), an empty signal mask.
+fn spawn_elsewhere(
+    bwrap: &AbsPathBuf,
+    pairs: &[(RawFd, RawFd)],
+    max_target: RawFd,
+) -> Result<(u32, Option<libc::cpu_set_t>)> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    use std::sync::atomic::{AtomicI32, Ordering};
+
+    let cstr = |b: &[u8]| CString::new(b).context("a NUL byte in bwrap's command line");
+    let program = cstr(bwrap.as_os_str().as_bytes())?;
+    let argv: Vec<CString> = paddock_linux_bwrap::bwrap_argv()
+        .iter()
+        .map(|a| cstr(a.as_bytes()))
+        .collect::<Result<_>>()?;
+    let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    argv_ptrs.push(std::ptr::null());
+    let envp: [*const libc::c_char; 1] = [std::ptr::null()];
+    let root = c"/";
+
+    // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only changes flags (as in spawn_posix).
+    if unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) }
+        != 0
+    {
+        return Err(std::io::Error::last_os_error()).context("close_range");
+    }
+    let mut moved: Vec<(OwnedFd, RawFd)> = Vec::with_capacity(pairs.len());
+    for (src, dst) in pairs {
+        // SAFETY: duplicating a descriptor we own to a free number above every target.
+        let high = unsafe { libc::fcntl(*src, libc::F_DUPFD_CLOEXEC, max_target + 1) };
+        if high < 0 {
+            return Err(std::io::Error::last_os_error()).context("fcntl");
+        }
+        // SAFETY: a fresh descriptor that we now own.
+        moved.push((unsafe { std::os::fd::FromRawFd::from_raw_fd(high) }, *dst));
+    }
+    let targets: Vec<(RawFd, RawFd)> =
+        moved.iter().map(|(fd, dst)| (fd.as_raw_fd(), *dst)).collect();
+
+    // The CPUs but this one, when there are others.
+    let set_size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: an all-zero cpu_set_t is the empty set; the calls get valid pointers and sizes.
+    let (before, others) = unsafe {
+        let mut before: libc::cpu_set_t = std::mem::zeroed();
+        let ok = libc::sched_getaffinity(0, set_size, &mut before) == 0;
+        let cpu = libc::sched_getcpu();
+        let mut others = before;
+        let mut here: libc::cpu_set_t = std::mem::zeroed();
+        if let Ok(cpu) = usize::try_from(cpu) {
+            libc::CPU_CLR(cpu, &mut others);
+            libc::CPU_SET(cpu, &mut here);
+        }
+        let any = ok && cpu >= 0 && libc::CPU_COUNT(&others) > 0;
+        // The kernel wakes a vfork parent where the child runs: pinned to its own CPU
+        // until the child has executed, this process stays beside it.
+        if any {
+            libc::sched_setaffinity(0, set_size, &here);
+        }
+        (before, any.then_some(others))
+    };
+    let failed = AtomicI32::new(0);
+
+    // No signal reaches the child before it has reset the handlers it shares with this
+    // process (they would run on our memory).
+    // SAFETY: sigfillset and pthread_sigmask with valid pointers.
+    let old_mask = unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        old
+    };
+    let spawned = paddock_linux_bwrap::vfork::spawn(|| {
+        // SAFETY: syscalls on this child's own state with data prepared before the clone;
+        // nothing allocates; the kernel's `struct sigaction` on 64-bit Linux is at most four
+        // words, the handler first.
+        unsafe {
+            if let Some(set) = &others {
+                libc::sched_setaffinity(0, set_size, set);
+            }
+            for sig in 1..=64usize {
+                if sig == libc::SIGKILL as usize || sig == libc::SIGSTOP as usize {
+                    continue;
+                }
+                let mut old = [0u64; 4];
+                let dfl = [0u64; 4];
+                let none = std::ptr::null::<u64>();
+                if libc::syscall(libc::SYS_rt_sigaction, sig, none, old.as_mut_ptr(), 8) != 0 {
+                    continue;
+                }
+                let handled = old[0] != libc::SIG_DFL as u64 && old[0] != libc::SIG_IGN as u64;
+                if handled || sig == libc::SIGPIPE as usize {
+                    libc::syscall(libc::SYS_rt_sigaction, sig, dfl.as_ptr(), none, 8);
+                }
+            }
+            libc::setpgid(0, 0);
+            let ok = libc::chdir(root.as_ptr()) == 0
+                && targets.iter().all(|(fd, dst)| libc::dup2(*fd, *dst) == *dst);
+            if ok {
+                let empty: libc::sigset_t = std::mem::zeroed();
+                libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+                libc::execve(program.as_ptr(), argv_ptrs.as_ptr(), envp.as_ptr());
+            }
+            failed.store(*libc::__errno_location(), Ordering::SeqCst);
+            libc::_exit(127)
+        }
+    });
+    // SAFETY: restoring this thread's own mask and affinity.
+    unsafe {
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old_mask, std::ptr::null_mut());
+        if others.is_some() {
+            libc::sched_setaffinity(0, set_size, &before);
+        }
+    }
+    drop(moved);
+    let pid = spawned.context("clone")?;
+    let errno = failed.load(Ordering::SeqCst);
+    if errno != 0 {
+        let mut status = 0;
+        // SAFETY: reaping our own child, which has exited.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        return Err(std::io::Error::from_raw_os_error(errno)).context("exec");
+    }
+    Ok((u32::try_from(pid).unwrap_or_default(), others.map(|_| before)))
 }
 
 /// Where a run's prespawned bwrap waits for the spawn that uses it (the first one that fits).

@@ -62,6 +62,8 @@ pub mod supervisor;
 #[cfg(test)]
 mod tests;
 pub mod trace;
+#[cfg(target_os = "linux")]
+pub mod vfork;
 
 pub use error::Error;
 

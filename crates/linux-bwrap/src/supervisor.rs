@@ -319,7 +319,10 @@ fn run(args: &[OsString]) -> Result<i32, String> {
     }
 
     let pid = if prepared.gate.is_none() && prepared.notify.is_none() {
-        spawn_sharing_memory(&prepared, &mask)?
+        // The child shares this process's memory until it execs: it only makes syscalls on
+        // data prepared before (the supervisor is single-threaded here: no relays, no
+        // notifier thread, so the allocator is nobody else's while it runs).
+        crate::vfork::spawn(|| child(&prepared, &mask)).map_err(|e| format!("clone: {e}"))?
     } else {
         // The child waits for the relays or for the notifier's acknowledgement, which this
         // process gives after the fork: a child that shares its memory could not wait.
@@ -557,45 +560,6 @@ fn install_notify(program: &[libc::sock_filter]) {
     }
     // SAFETY: closing the socket pair's end; nothing of it reaches the task.
     unsafe { libc::close(NOTIFY_SOCK_FD) };
-}
-
-/// Starts [`child`] as `vfork` does (`CLONE_VM | CLONE_VFORK`, on a stack of its own): this
-/// process waits until the child has executed the task (or exited), and nothing of it is
-/// copied for a child that execs at once. A fork copies the page tables, and the child's
-/// exec tears the copy down again.
-fn spawn_sharing_memory(p: &Prepared, mask: &libc::sigset_t) -> Result<libc::pid_t, String> {
-    struct Args<'a> {
-        p: &'a Prepared,
-        mask: &'a libc::sigset_t,
-    }
-    extern "C" fn entry(arg: *mut libc::c_void) -> libc::c_int {
-        // SAFETY: `arg` is the `Args` below, alive until the parent resumes, which is after
-        // this child has executed or exited.
-        let args = unsafe { &*arg.cast::<Args<'_>>() };
-        child(args.p, args.mask)
-    }
-    const STACK: usize = 256 * 1024;
-    let mut stack = vec![0u8; STACK];
-    let args = Args { p, mask };
-    // SAFETY: the stack is ours and outlives the child's use of it (the parent is suspended
-    // until the child executes or exits); the stack grows down from its 16-byte aligned top.
-    // The child shares this process's memory: it only makes syscalls on data prepared
-    // before (the supervisor is single-threaded here: no relays, no notifier thread, so
-    // the allocator is nobody else's while it runs), and never returns.
-    let pid = unsafe {
-        let top = stack.as_mut_ptr().add(STACK);
-        let top = top.sub(top as usize % 16);
-        libc::clone(
-            entry,
-            top.cast(),
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-            std::ptr::from_ref(&args).cast_mut().cast(),
-        )
-    };
-    if pid < 0 {
-        return Err(format!("clone: {}", std::io::Error::last_os_error()));
-    }
-    Ok(pid)
 }
 
 /// The task's side of the fork. Never returns.
