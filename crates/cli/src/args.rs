@@ -86,6 +86,17 @@ pub enum ItemizeArg {
     Off,
 }
 
+impl From<ItemizeArg> for paddock_policy::ItemizeMode {
+    fn from(arg: ItemizeArg) -> Self {
+        match arg {
+            ItemizeArg::Auto => Self::Auto,
+            ItemizeArg::Observe => Self::Observe,
+            ItemizeArg::Strace => Self::Strace,
+            ItemizeArg::Off => Self::Off,
+        }
+    }
+}
+
 /// `--backend`.
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum BackendArg {

@@ -228,19 +228,18 @@ fn run_itemized(
 /// supervisor (the observers and strace around bwrap spawn it their own way), and bwrap is
 /// here. `None` otherwise, or when it cannot be started (the spawn then says why).
 fn prespawn_for(args: &PolicyArgs) -> Option<crate::prespawn::Prespawned> {
-    use crate::args::ItemizeArg;
+    use paddock_policy::ItemizeMode;
     if args.backend == Some(BackendArg::MacosSeatbelt) {
         return None;
     }
-    let plain = match args.itemize {
-        Some(ItemizeArg::Off) => true,
-        Some(ItemizeArg::Strace) => crate::attach::enabled(),
-        Some(_) => false,
-        None => match std::env::var(ITEMIZE_ENV).ok().as_deref() {
-            Some("off") => true,
-            Some("strace") => crate::attach::enabled(),
-            _ => false,
-        },
+    let mode = match args.itemize {
+        Some(arg) => Some(arg.into()),
+        None => std::env::var(ITEMIZE_ENV).ok().as_deref().and_then(ItemizeMode::parse),
+    };
+    let plain = match mode {
+        Some(ItemizeMode::Off) => true,
+        Some(ItemizeMode::Strace) => crate::attach::enabled(),
+        _ => false,
     };
     if !plain {
         return None;

@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use paddock_policy::{
-    AbsPathBuf, Context, DomainPattern, Entry, Format, ItemizeMode, NetworkRule, Origin, PathSpec,
-    Policy, ResolvedPolicy, UnixSocketsRule, default_policy, load_str, resolve,
+    AbsPathBuf, Context, DomainPattern, Entry, Format, NetworkRule, Origin, PathSpec, Policy,
+    ResolvedPolicy, UnixSocketsRule, default_policy, load_str, resolve,
 };
 
-use crate::args::{ItemizeArg, PolicyArgs};
+use crate::args::PolicyArgs;
 use crate::host::CachedHost;
 
 /// A policy ready to plan from, with what the user should be told about it.
@@ -150,12 +150,7 @@ fn apply_flags(policy: &mut Policy, args: &PolicyArgs) -> Result<()> {
             Entry::new(UnixSocketsRule::All, Origin::flag("--allow-unix-sockets"));
     }
     if let Some(mode) = args.itemize {
-        policy.report.itemize = match mode {
-            ItemizeArg::Auto => ItemizeMode::Auto,
-            ItemizeArg::Observe => ItemizeMode::Observe,
-            ItemizeArg::Strace => ItemizeMode::Strace,
-            ItemizeArg::Off => ItemizeMode::Off,
-        };
+        policy.report.itemize = mode.into();
     }
     Ok(())
 }
