@@ -75,7 +75,7 @@ pub struct Spawned {
 #[derive(Debug)]
 pub struct SpawnedChild {
     /// The child's pid.
-    pub pid: u32,
+    pub pid: libc::pid_t,
     /// Its stdout, piped.
     pub stdout: Option<File>,
     /// Its stderr, piped.
@@ -83,19 +83,13 @@ pub struct SpawnedChild {
 }
 
 impl SpawnedChild {
-    /// Its pid.
-    pub fn id(&self) -> u32 {
-        self.pid
-    }
-
     /// Waits for it to exit (`waitpid`).
     pub fn wait(&self) -> std::io::Result<std::process::ExitStatus> {
         use std::os::unix::process::ExitStatusExt;
-        let pid = i32::try_from(self.pid).map_err(|_| std::io::Error::other("child pid"))?;
         let mut status = 0;
         loop {
             // SAFETY: waitpid on our own child with a valid status pointer.
-            let rc = unsafe { libc::waitpid(pid, &raw mut status, 0) };
+            let rc = unsafe { libc::waitpid(self.pid, &raw mut status, 0) };
             if rc >= 0 {
                 return Ok(std::process::ExitStatus::from_raw(status));
             }
@@ -130,12 +124,14 @@ impl SpawnedChild {
 
     /// Takes over a child spawned by `std::process::Command`; dropping the `Child` neither
     /// waits for nor kills it.
-    fn from_std(mut child: Child) -> SpawnedChild {
-        SpawnedChild {
-            pid: child.id(),
+    fn from_std(mut child: Child) -> std::io::Result<SpawnedChild> {
+        let pid = libc::pid_t::try_from(child.id())
+            .map_err(|_| std::io::Error::other(format!("child pid {} out of range", child.id())))?;
+        Ok(SpawnedChild {
+            pid,
             stdout: child.stdout.take().map(|o| File::from(OwnedFd::from(o))),
             stderr: child.stderr.take().map(|e| File::from(OwnedFd::from(e))),
-        }
+        })
     }
 }
 
@@ -221,10 +217,9 @@ pub fn spawn_with(
     // Without anything to do between fork and exec but moving descriptors, the child is
     // spawned without a copy of this process: see `spawn_posix`.
     if observer.is_none() && !die_with_parent {
-        let child =
-            spawn_posix(&Invocation::of(plan), output, &pairs, max_target).map_err(|source| {
-                SpawnFailed { program: plan.program.as_path().to_path_buf(), source }
-            })?;
+        let child = spawn_posix(plan, output, &pairs, max_target).map_err(|source| {
+            SpawnFailed { program: plan.program.as_path().to_path_buf(), source }
+        })?;
         drop(keep);
         return Ok(Spawned { child, signal_tx, placeholders });
     }
@@ -259,30 +254,12 @@ pub fn spawn_with(
         .spawn()
         .map_err(|source| SpawnFailed { program: plan.program.as_path().to_path_buf(), source })?;
     drop(keep);
-    Ok(Spawned { child: SpawnedChild::from_std(child), signal_tx, placeholders })
+    let child = SpawnedChild::from_std(child)
+        .map_err(|source| SpawnFailed { program: plan.program.as_path().to_path_buf(), source })?;
+    Ok(Spawned { child, signal_tx, placeholders })
 }
 
-/// What a spawn executes: a plan's program, argv, environment and cwd.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Invocation<'a> {
-    pub program: &'a Path,
-    pub argv: &'a [std::ffi::OsString],
-    pub env: &'a [(std::ffi::OsString, std::ffi::OsString)],
-    pub cwd: &'a Path,
-}
-
-impl<'a> Invocation<'a> {
-    pub fn of(plan: &'a SpawnPlan) -> Invocation<'a> {
-        Invocation {
-            program: plan.program.as_path(),
-            argv: &plan.argv,
-            env: &plan.env,
-            cwd: plan.cwd.as_path(),
-        }
-    }
-}
-
-/// Spawns `run` with `posix_spawn`, which glibc implements with a `CLONE_VM | CLONE_VFORK`
+/// Spawns `plan` with `posix_spawn`, which glibc implements with a `CLONE_VM | CLONE_VFORK`
 /// child: nothing of this process is copied, where a fork copies its page tables and the
 /// child's exec tears the copy down again (0.38 ms more per spawn, measured with an 8 MiB
 /// heap). What the forked path's `pre_exec` does is done by spawn attributes and file
@@ -291,8 +268,8 @@ impl<'a> Invocation<'a> {
 /// target (which clears close-on-exec there), the child gets its own process group, an
 /// empty signal mask, `SIGPIPE` at its default (Rust ignores it, and an ignored signal
 /// survives exec; glibc resets every handled one), and the plan's cwd.
-pub(crate) fn spawn_posix(
-    run: &Invocation<'_>,
+fn spawn_posix(
+    plan: &SpawnPlan,
     output: Output,
     pairs: &[(RawFd, RawFd)],
     max_target: RawFd,
@@ -304,38 +281,23 @@ pub(crate) fn spawn_posix(
     let cstr = |b: &[u8]| {
         CString::new(b).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))
     };
-    let program = cstr(run.program.as_os_str().as_bytes())?;
+    let program = cstr(plan.program.as_os_str().as_bytes())?;
     let mut argv: Vec<CString> =
-        run.argv.iter().map(|a| cstr(a.as_bytes())).collect::<std::io::Result<_>>()?;
+        plan.argv.iter().map(|a| cstr(a.as_bytes())).collect::<std::io::Result<_>>()?;
     if argv.is_empty() {
         argv.push(program.clone());
     }
-    let envp: Vec<CString> = run
+    let envp: Vec<CString> = plan
         .env
         .iter()
         .map(|(k, v)| cstr(&[k.as_bytes(), b"=", v.as_bytes()].concat()))
         .collect::<std::io::Result<_>>()?;
-    let cwd = cstr(run.cwd.as_os_str().as_bytes())?;
+    let cwd = cstr(plan.cwd.as_os_str().as_bytes())?;
 
-    // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only changes flags, here in the runner:
-    // every descriptor it owns is close-on-exec already (std and this crate open them so);
-    // this catches those it inherited.
-    let rc =
-        unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
     let mut actions = PosixSpawnFileActions::init()?;
-    let mut moved: Vec<OwnedFd> = Vec::with_capacity(pairs.len());
-    for (src, dst) in pairs {
-        // SAFETY: duplicating a descriptor we own to a free number above every target.
-        let high = unsafe { libc::fcntl(*src, libc::F_DUPFD_CLOEXEC, max_target + 1) };
-        if high < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: fcntl returned a fresh descriptor that we now own.
-        let high = unsafe { OwnedFd::from_raw_fd(high) };
-        actions.add_dup2(high.as_raw_fd(), *dst)?;
+    let mut moved: Vec<OwnedFd> = Vec::with_capacity(pairs.len() + 2);
+    for (high, dst) in moved_above(pairs, max_target)? {
+        actions.add_dup2(high.as_raw_fd(), dst)?;
         moved.push(high);
     }
     let mut readers = (None, None);
@@ -399,11 +361,36 @@ pub(crate) fn spawn_posix(
     }
     let pid = posix_spawn(program.as_c_str(), &actions, &attr, &argv, &envp)?;
     drop(moved);
-    Ok(SpawnedChild {
-        pid: u32::try_from(pid.as_raw()).unwrap_or_default(),
-        stdout: readers.0,
-        stderr: readers.1,
-    })
+    Ok(SpawnedChild { pid: pid.as_raw(), stdout: readers.0, stderr: readers.1 })
+}
+
+/// For a child spawned without a fork of its own (`posix_spawn`, a `vfork`-style child):
+/// marks every descriptor of this process close-on-exec (every one it owns is already: std
+/// and this crate open them so; this catches those it inherited, FSR-06, ENV-03), then
+/// duplicates each source of `pairs` above every target. Returns each copy with its target,
+/// for the child to `dup2` there (which clears close-on-exec there): a source sitting on
+/// another's target is never clobbered.
+pub(crate) fn moved_above(
+    pairs: &[(RawFd, RawFd)],
+    max_target: RawFd,
+) -> std::io::Result<Vec<(OwnedFd, RawFd)>> {
+    // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only changes flags.
+    let rc =
+        unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mut moved = Vec::with_capacity(pairs.len());
+    for (src, dst) in pairs {
+        // SAFETY: duplicating a descriptor we own to a free number above every target.
+        let high = unsafe { libc::fcntl(*src, libc::F_DUPFD_CLOEXEC, max_target + 1) };
+        if high < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: fcntl returned a fresh descriptor that we now own.
+        moved.push((unsafe { OwnedFd::from_raw_fd(high) }, *dst));
+    }
+    Ok(moved)
 }
 
 /// Starts a tracer (strace attaching with `-p`) with `args`, writing its log to `log`: the
@@ -488,9 +475,9 @@ fn place_fds(pairs: &[(RawFd, RawFd)], max_target: RawFd) -> std::io::Result<()>
     Ok(())
 }
 
-/// Whether this process ignores signal `sig`, asked of the kernel itself (glibc's sigaction
-/// refuses its internal signals).
-fn ignored_here(sig: usize) -> bool {
+/// This process's handler for signal `sig` (`SIG_DFL`, `SIG_IGN` or a function), asked of
+/// the kernel itself: glibc's sigaction refuses its internal signals. Async-signal-safe.
+pub(crate) fn handler_of(sig: usize) -> Option<u64> {
     // The kernel's `struct sigaction` on 64-bit Linux is at most four words, the handler
     // first; it writes the whole struct.
     let mut old = [0u64; 4];
@@ -499,7 +486,21 @@ fn ignored_here(sig: usize) -> bool {
     let rc = unsafe {
         libc::syscall(libc::SYS_rt_sigaction, sig, std::ptr::null::<u64>(), old.as_mut_ptr(), 8)
     };
-    rc == 0 && old[0] == libc::SIG_IGN as u64
+    (rc == 0).then_some(old[0])
+}
+
+/// Sets signal `sig` to its default, through the kernel itself (as [`handler_of`]).
+/// Async-signal-safe.
+pub(crate) fn set_default(sig: usize) {
+    let default = [0u64; 4];
+    // SAFETY: rt_sigaction with an all-zero action (SIG_DFL, no flags, empty mask).
+    unsafe {
+        libc::syscall(libc::SYS_rt_sigaction, sig, default.as_ptr(), std::ptr::null_mut::<u64>(), 8)
+    };
+}
+
+fn ignored_here(sig: usize) -> bool {
+    handler_of(sig) == Some(libc::SIG_IGN as u64)
 }
 
 /// The signal channel: a stream socket pair, the runner's end first. Messages up carry the

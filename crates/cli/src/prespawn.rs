@@ -134,11 +134,7 @@ impl Prespawned {
             // bwrap waits for its setup: it forks the sandbox once it has read it.
             // SAFETY: sched_setaffinity on our own child with a valid set.
             unsafe {
-                libc::sched_setaffinity(
-                    i32::try_from(child.pid).unwrap_or(0),
-                    std::mem::size_of::<libc::cpu_set_t>(),
-                    set,
-                )
+                libc::sched_setaffinity(child.pid, std::mem::size_of::<libc::cpu_set_t>(), set)
             };
         }
         let args = plan.payloads.iter().find(|p| p.fd == ARGS_FD).map_or(&[][..], |p| &p.bytes);
@@ -154,10 +150,8 @@ impl Drop for Prespawned {
     fn drop(&mut self) {
         if let Some(child) = self.child.take() {
             // Killed before it reads its (never written) arguments, then reaped.
-            if let Ok(pid) = i32::try_from(child.pid) {
-                // SAFETY: kill on our own child, not reaped yet, so the pid is still its.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-            }
+            // SAFETY: kill on our own child, not reaped yet, so the pid is still its.
+            unsafe { libc::kill(child.pid, libc::SIGKILL) };
             let _ = child.wait();
         }
     }
@@ -167,14 +161,14 @@ impl Drop for Prespawned {
 /// a `vfork`-style child that first moves itself to this process's other CPUs, if it has
 /// any; returns its pid and this process's affinity when it did move. What the child does
 /// before it executes is what `posix_spawn` would: its own process group, `/` as cwd, the
-/// descriptors moved (every other one is close-on-exec: see `exec::spawn_posix`), signal
+/// descriptors moved (every other one is close-on-exec: `exec::moved_above`), signal
 /// handlers back to their default (`SIGPIPE` too; glibc's internal signals as they are
 /// here), an empty signal mask.
 fn spawn_elsewhere(
     bwrap: &AbsPathBuf,
     pairs: &[(RawFd, RawFd)],
     max_target: RawFd,
-) -> Result<(u32, Option<libc::cpu_set_t>)> {
+) -> Result<(libc::pid_t, Option<libc::cpu_set_t>)> {
     use std::ffi::CString;
     use std::os::unix::ffi::OsStrExt;
     use std::sync::atomic::{AtomicI32, Ordering};
@@ -190,22 +184,8 @@ fn spawn_elsewhere(
     let envp: [*const libc::c_char; 1] = [std::ptr::null()];
     let root = c"/";
 
-    // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only changes flags (as in spawn_posix).
-    if unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) }
-        != 0
-    {
-        return Err(std::io::Error::last_os_error()).context("close_range");
-    }
-    let mut moved: Vec<(OwnedFd, RawFd)> = Vec::with_capacity(pairs.len());
-    for (src, dst) in pairs {
-        // SAFETY: duplicating a descriptor we own to a free number above every target.
-        let high = unsafe { libc::fcntl(*src, libc::F_DUPFD_CLOEXEC, max_target + 1) };
-        if high < 0 {
-            return Err(std::io::Error::last_os_error()).context("fcntl");
-        }
-        // SAFETY: a fresh descriptor that we now own.
-        moved.push((unsafe { std::os::fd::FromRawFd::from_raw_fd(high) }, *dst));
-    }
+    let moved =
+        crate::exec::moved_above(pairs, max_target).context("cannot hand bwrap its descriptors")?;
     let targets: Vec<(RawFd, RawFd)> =
         moved.iter().map(|(fd, dst)| (fd.as_raw_fd(), *dst)).collect();
 
@@ -243,28 +223,20 @@ fn spawn_elsewhere(
         old
     };
     let spawned = paddock_linux_bwrap::vfork::spawn(|| {
+        if let Some(set) = &others {
+            // SAFETY: sched_setaffinity on this child with a set prepared before the clone.
+            unsafe { libc::sched_setaffinity(0, set_size, set) };
+        }
+        for sig in 1..=64usize {
+            let handled = crate::exec::handler_of(sig)
+                .is_some_and(|h| h != libc::SIG_DFL as u64 && h != libc::SIG_IGN as u64);
+            if handled || sig == libc::SIGPIPE as usize {
+                crate::exec::set_default(sig);
+            }
+        }
         // SAFETY: syscalls on this child's own state with data prepared before the clone;
-        // nothing allocates; the kernel's `struct sigaction` on 64-bit Linux is at most four
-        // words, the handler first.
+        // nothing allocates.
         unsafe {
-            if let Some(set) = &others {
-                libc::sched_setaffinity(0, set_size, set);
-            }
-            for sig in 1..=64usize {
-                if sig == libc::SIGKILL as usize || sig == libc::SIGSTOP as usize {
-                    continue;
-                }
-                let mut old = [0u64; 4];
-                let dfl = [0u64; 4];
-                let none = std::ptr::null::<u64>();
-                if libc::syscall(libc::SYS_rt_sigaction, sig, none, old.as_mut_ptr(), 8) != 0 {
-                    continue;
-                }
-                let handled = old[0] != libc::SIG_DFL as u64 && old[0] != libc::SIG_IGN as u64;
-                if handled || sig == libc::SIGPIPE as usize {
-                    libc::syscall(libc::SYS_rt_sigaction, sig, dfl.as_ptr(), none, 8);
-                }
-            }
             libc::setpgid(0, 0);
             let ok = libc::chdir(root.as_ptr()) == 0
                 && targets.iter().all(|(fd, dst)| libc::dup2(*fd, *dst) == *dst);
@@ -293,7 +265,7 @@ fn spawn_elsewhere(
         unsafe { libc::waitpid(pid, &mut status, 0) };
         return Err(std::io::Error::from_raw_os_error(errno)).context("exec");
     }
-    Ok((u32::try_from(pid).unwrap_or_default(), others.map(|_| before)))
+    Ok((pid, others.map(|_| before)))
 }
 
 /// Where a run's prespawned bwrap waits for the spawn that uses it (the first one that fits).

@@ -146,7 +146,7 @@ fn run_plan_full(
         observer,
         opts.prespawned.take(),
     )?;
-    let pid = i32::try_from(spawned.child.id()).context("child pid")?;
+    let pid = spawned.child.pid;
     let pidfd = pidfd_open(pid).context("pidfd_open")?;
 
     let (tx, rx) = mpsc::channel::<(bool, Vec<u8>)>();
