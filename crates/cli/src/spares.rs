@@ -95,6 +95,12 @@ fn too_young(stamp: Stamp) -> bool {
     made.elapsed().map_or(true, |age| age < std::time::Duration::from_secs(2))
 }
 
+/// Removes the file or directory tree at `path` (as `meta` describes it), never following a
+/// link; a failure leaves it.
+fn remove_entry(path: &Path, meta: &std::fs::Metadata) {
+    let _ = if meta.is_dir() { std::fs::remove_dir_all(path) } else { std::fs::remove_file(path) };
+}
+
 /// Whether the directory at `path` has no entries (false when it cannot be read).
 fn is_empty_dir(path: &Path) -> bool {
     std::fs::read_dir(path).is_ok_and(|mut entries| entries.next().is_none())
@@ -159,13 +165,7 @@ impl Spares {
                         Ok(meta) if untouched(&meta, dir, stamp) => return Ok(Some(stamp)),
                         // The spare, written into: removed, what was written lost as it
                         // would have been with the placeholder removed.
-                        Ok(meta) if meta.ino() == stamp.ino => {
-                            let _ = if meta.is_dir() {
-                                std::fs::remove_dir_all(path)
-                            } else {
-                                std::fs::remove_file(path)
-                            };
-                        }
+                        Ok(meta) if meta.ino() == stamp.ino => remove_entry(path, &meta),
                         // Not the spare's inode: a spare swapped for something else (a link)
                         // in the spares directory. Moved back there and removed; if that
                         // fails, something was put at `path` meanwhile: not ours to touch.
@@ -173,11 +173,7 @@ impl Spares {
                             if rename_noreplace(path, &from).is_err() {
                                 return Err(io::Error::from(io::ErrorKind::AlreadyExists));
                             }
-                            let _ = if meta.is_dir() {
-                                std::fs::remove_dir_all(&from)
-                            } else {
-                                std::fs::remove_file(&from)
-                            };
+                            remove_entry(&from, &meta);
                         }
                         Err(_) => {}
                     }
