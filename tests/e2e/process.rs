@@ -4,6 +4,22 @@ use std::time::{Duration, Instant};
 
 use crate::harness::*;
 
+/// The value of `key` (`SigIgn`, `Cpus_allowed_list`) in a `/proc/PID/status` text.
+fn status_field<'a>(status: &'a str, key: &str) -> Option<&'a str> {
+    status.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(':')).map(str::trim)
+}
+
+/// `paddock run` in `s` with `--itemize MODE`, or the suite's mechanism for `None`: a fork
+/// for the observers, a bwrap started before the plan for `off` (and the suite's strace).
+fn run_itemized(s: &Scratch, itemize: Option<&str>) -> std::process::Command {
+    let mut cmd = s.paddock();
+    cmd.arg("run");
+    if let Some(mode) = itemize {
+        cmd.args(["--itemize", mode]);
+    }
+    cmd
+}
+
 fn code(s: &Scratch, args: &[&str]) -> Option<i32> {
     s.paddock().arg("run").args(args).output().unwrap().status.code()
 }
@@ -31,10 +47,7 @@ fn the_task_starts_with_the_default_signal_dispositions() {
     }
     let s = Scratch::new("sigpipe");
     let mask_of = |status: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("SigIgn:"))
-            .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        status_field(status, "SigIgn").and_then(|mask| u64::from_str_radix(mask, 16).ok())
     };
     // What paddock inherits from this test (which ignores SIGPIPE itself, reset for its
     // children) is what the task must get: nothing more. paddock is started with glibc's
@@ -46,7 +59,7 @@ fn the_task_starts_with_the_default_signal_dispositions() {
     let script = "grep SigIgn /proc/self/status; yes | head -n 1 >/dev/null";
     // Spawned with a fork (the observers), and with posix_spawn (`--itemize off`).
     for itemize in [None, Some("off")] {
-        let mut cmd = s.paddock();
+        let mut cmd = run_itemized(&s, itemize);
         // SAFETY: rt_sigaction with SIG_DFL on two signal numbers, async-signal-safe (the
         // kernel's struct sigaction: handler, flags, restorer, mask).
         unsafe {
@@ -57,10 +70,6 @@ fn the_task_starts_with_the_default_signal_dispositions() {
                 }
                 Ok(())
             });
-        }
-        cmd.arg("run");
-        if let Some(mode) = itemize {
-            cmd.args(["--itemize", mode]);
         }
         let out = cmd.args(["--", "sh", "-c", script]).output().unwrap();
         let (stdout, stderr) =
@@ -188,23 +197,14 @@ fn the_task_gets_the_cpus_of_its_runner() {
         return;
     }
     let s = Scratch::new("cpus");
-    let allowed = |status: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-            .map(|v| v.trim().to_owned())
-    };
-    let own = allowed(&std::fs::read_to_string("/proc/self/status").unwrap()).unwrap();
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let own = status_field(&status, "Cpus_allowed_list").unwrap();
     for itemize in [None, Some("off")] {
-        let mut cmd = s.paddock();
-        cmd.arg("run");
-        if let Some(mode) = itemize {
-            cmd.args(["--itemize", mode]);
-        }
-        let out = cmd.args(["--", "cat", "/proc/self/status"]).output().unwrap();
+        let out = run_itemized(&s, itemize).args(["--", "cat", "/proc/self/status"]).output();
+        let out = out.unwrap();
         assert!(out.status.success(), "{out:?}");
-        let task = allowed(&String::from_utf8_lossy(&out.stdout));
-        assert_eq!(task.as_deref(), Some(own.as_str()), "{itemize:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(status_field(&text, "Cpus_allowed_list"), Some(own), "{itemize:?}");
     }
 }
 
