@@ -382,17 +382,26 @@ mod linux {
         let len = out.len();
         for (pc, ins) in out.iter_mut().enumerate() {
             if ins.code == BPF_JA && ins.k == TO_PROGRAM {
-                ins.k = u32::try_from(len - pc - 1).unwrap_or(0);
+                ins.k = jump_offset(len - pc - 1)?;
             }
         }
         Ok(out)
+    }
+
+    /// A jump offset as BPF stores it; one that does not fit fails the compilation (a
+    /// wrong offset would let a filtered call through).
+    fn jump_offset<T: TryFrom<usize>>(by: usize) -> Result<T, Error> {
+        T::try_from(by).map_err(|_| Error::Seccomp {
+            syscall: "filter".to_owned(),
+            message: format!("a jump of {by} in the syscall search does not fit BPF's offsets"),
+        })
     }
 
     fn emit_search(nrs: &[u32], out: &mut Vec<sock_filter>) -> Result<(), Error> {
         if nrs.len() <= 4 {
             // jeq nr_i -> the `ja` after the `ret`; none matched: allowed.
             for (i, nr) in nrs.iter().enumerate() {
-                out.push(jump(BPF_JMP_JEQ_K, *nr, u8::try_from(nrs.len() - i).unwrap_or(0), 0));
+                out.push(jump(BPF_JMP_JEQ_K, *nr, jump_offset(nrs.len() - i)?, 0));
             }
             out.push(stmt(BPF_RET_K, RET_ALLOW));
             out.push(stmt(BPF_JA, TO_PROGRAM));
@@ -402,10 +411,7 @@ mod linux {
         let at = out.len();
         out.push(jump(BPF_JMP_JGE_K, nrs[mid], 0, 0));
         emit_search(&nrs[..mid], out)?;
-        out[at].jt = u8::try_from(out.len() - at - 1).map_err(|_| Error::Seccomp {
-            syscall: "filter".to_owned(),
-            message: "the syscall search does not fit BPF's jump offsets".to_owned(),
-        })?;
+        out[at].jt = jump_offset(out.len() - at - 1)?;
         emit_search(&nrs[mid..], out)
     }
 
