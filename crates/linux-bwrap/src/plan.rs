@@ -5,8 +5,9 @@
 //! [`ARGS_FD`] (`--args`), and the task's argv, environment and cwd arrive on
 //! [`SUPERVISOR_FD`] as a [`SupervisorPayload`].
 //!
-//! The command bwrap runs is paddock itself, re-executed as the supervisor. Its host path
-//! (`HostFacts::self_exe`) may lie under a read-deny anchor (`~/.cargo/bin` when `~` is
+//! The command bwrap runs is the supervisor: `paddock-supervisor` when it sits next to
+//! paddock (`HostFacts::supervisor_exe`), else paddock itself, re-executed. Its host path
+//! may lie under a read-deny anchor (`~/.cargo/bin` when `~` is
 //! denied), so it is bound read-only at the fixed [`SUPERVISOR_PATH`] inside the sandbox's
 //! private `/dev` tmpfs. That path always exists (bwrap makes `/dev`), is writable only
 //! during setup, and needs no placeholder on the host; executing through an inherited fd
@@ -100,7 +101,7 @@ impl Backend for LinuxBwrap {
                     .to_owned(),
             )
         })?;
-        let self_exe = facts
+        let supervisor_src = facts
             .supervisor_exe
             .as_ref()
             .or(facts.self_exe.as_ref())
@@ -148,7 +149,7 @@ impl Backend for LinuxBwrap {
         let inputs = MountInputs {
             tmp_dir: tmp_dir.clone(),
             proc_mode,
-            supervisor_src: self_exe,
+            supervisor_src,
             supervisor_dest: ops::abs(SUPERVISOR_PATH),
             masked_file: task.runtime_dir.join(MASKED_FILE),
             observer_dir: task.observe.then(|| task.runtime_dir.join(OBSERVER_DIR)),
