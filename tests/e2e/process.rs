@@ -20,9 +20,9 @@ fn run_itemized(s: &Scratch, itemize: Option<&str>) -> std::process::Command {
     cmd
 }
 
-fn code(s: &Scratch, args: &[&str]) -> Option<i32> {
-    s.paddock().arg("run").args(args).output().unwrap().status.code()
-}
+/// The suite's mechanism, and untraced runs (`--itemize off`), which `paddock-supervisor-nolibc`
+/// supervises when it is installed: every process test runs both.
+const MODES: [Option<&str>; 2] = [None, Some("off")];
 
 #[test]
 fn exit_statuses() {
@@ -30,11 +30,88 @@ fn exit_statuses() {
         return;
     }
     let s = Scratch::new("exit");
-    assert_eq!(code(&s, &["--", "sh", "-c", "exit 3"]), Some(3));
-    assert_eq!(code(&s, &["--", "true"]), Some(0));
-    assert_eq!(code(&s, &["--", "sh", "-c", "kill -TERM $$"]), Some(128 + 15));
-    assert_eq!(code(&s, &["--", "paddock-no-such-program"]), Some(127));
-    assert_eq!(code(&s, &["--", "/etc/hostname"]), Some(126));
+    for itemize in MODES {
+        let code = |args: &[&str]| {
+            let out = run_itemized(&s, itemize).args(args).output().unwrap();
+            (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+        };
+        assert_eq!(code(&["--", "sh", "-c", "exit 3"]).0, Some(3), "{itemize:?}");
+        assert_eq!(code(&["--", "true"]).0, Some(0), "{itemize:?}");
+        assert_eq!(code(&["--", "sh", "-c", "kill -TERM $$"]).0, Some(128 + 15), "{itemize:?}");
+        let (status, stderr) = code(&["--", "paddock-no-such-program"]);
+        assert_eq!(status, Some(127), "{itemize:?}");
+        assert!(stderr.contains("paddock-no-such-program: command not found"), "{stderr}");
+        let (status, stderr) = code(&["--", "/etc/hostname"]);
+        assert_eq!(status, Some(126), "{itemize:?}");
+        assert!(stderr.contains("/etc/hostname: permission denied"), "{stderr}");
+        // The working directory comes from the payload: the project, by `-C` too.
+        let out = run_itemized(&s, itemize).args(["--", "pwd"]).output().unwrap();
+        let cwd = s.project.canonicalize().unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), cwd.to_str().unwrap());
+    }
+}
+
+/// Where `/dev/.paddock-supervisor` is bound from in a run of `mode`, from the task's
+/// mountinfo (the root of the bind, within its file system).
+fn supervisor_source(s: &Scratch, mode: Option<&str>) -> String {
+    let out = run_itemized(s, mode).args(["--", "cat", "/proc/self/mountinfo"]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let line = text.lines().find(|l| l.split(' ').nth(4) == Some("/dev/.paddock-supervisor"));
+    line.and_then(|l| l.split(' ').nth(3))
+        .unwrap_or_else(|| panic!("no supervisor: {text}"))
+        .to_owned()
+}
+
+#[test]
+fn untraced_runs_are_supervised_without_libc_when_it_is_installed() {
+    if !require_os_sandbox() {
+        return;
+    }
+    let s = Scratch::new("nolibc");
+    let beside = paddock_bin().with_file_name("paddock-supervisor-nolibc");
+    let untraced = supervisor_source(&s, Some("off"));
+    // The suite's mechanism observes or traces: always `paddock-supervisor` (or paddock).
+    assert!(!supervisor_source(&s, None).ends_with("-nolibc"));
+    if !beside.exists() {
+        // The unprivileged runs stage `paddock` alone.
+        assert!(!untraced.ends_with("-nolibc"), "{untraced}");
+        assert!(
+            std::env::var_os("PADDOCK_BIN").is_some()
+                || std::env::var("CI").as_deref() != Ok("true"),
+            "CI builds paddock-supervisor-nolibc next to {}",
+            paddock_bin().display()
+        );
+        println!(
+            "SKIPPED: paddock-supervisor-nolibc is not next to paddock; untraced runs use paddock-supervisor"
+        );
+        return;
+    }
+    assert!(untraced.ends_with("paddock-supervisor-nolibc"), "{untraced}");
+    // Its walls: no_new_privs and the filter on the task, only 0-2 open, a non-dumpable
+    // pid 1, the task in a process group of its own.
+    let script = "grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status; ls /proc/self/fd | tr '\\n' ' '; echo; \
+        cat /proc/1/environ >/dev/null 2>&1 && echo environ=read || echo environ=refused; \
+        cut -d' ' -f1,5 /proc/$$/stat";
+    let out = run_itemized(&s, Some("off")).args(["--", "sh", "-c", script]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(text.contains("NoNewPrivs:\t1") && text.contains("Seccomp:\t2"), "{text}");
+    assert!(text.contains("\n0 1 2 3 \n"), "only ls's own descriptor above 2: {text}");
+    assert!(text.contains("environ=refused"), "{text}");
+    let ids: Vec<&str> = text.lines().last().unwrap_or_default().split_whitespace().collect();
+    assert!(ids.len() == 2 && ids[0] == ids[1] && ids[0] != "1", "own process group: {text}");
+    // A polite signal to paddock reaches the task (130 = its own death by SIGINT; a kill of
+    // the sandbox would be 137).
+    let marker = format!("{}", 800_000 + std::process::id() % 1000);
+    let mut child = run_itemized(&s, Some("off")).args(["--", "sleep", &marker]).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while processes_with(&format!("sleep\0{marker}")).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SAFETY: kill on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    assert_eq!(child.wait().unwrap().code(), Some(130));
 }
 
 #[test]
@@ -118,14 +195,16 @@ fn report_file_has_the_contract_keys() {
     assert_eq!(v["timed_out"], false);
 }
 
-fn processes_with(marker: &str) -> Vec<u32> {
+/// The processes whose command line starts with `argv` (NUL-separated): the task, not
+/// the paddock whose own command line ends with it.
+fn processes_with(argv: &str) -> Vec<u32> {
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|p| p.parse::<u32>().ok()) else {
             continue;
         };
         if let Ok(cmd) = std::fs::read(e.path().join("cmdline"))
-            && String::from_utf8_lossy(&cmd).contains(marker)
+            && cmd.starts_with(argv.as_bytes())
         {
             out.push(pid);
         }
@@ -143,13 +222,15 @@ fn daemons_do_not_survive_the_task_prc04() {
     let script = format!(
         "setsid sleep {marker} >/dev/null 2>&1 & (trap '' HUP TERM; exec sleep {marker}) & exit 0"
     );
-    let out = s.paddock().args(["run", "--", "sh", "-c", &script]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
-    std::thread::sleep(Duration::from_secs(2));
-    assert!(
-        processes_with(&format!("sleep\0{marker}")).is_empty(),
-        "a task process outlived paddock"
-    );
+    for itemize in MODES {
+        let out = run_itemized(&s, itemize).args(["--", "sh", "-c", &script]).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        std::thread::sleep(Duration::from_secs(2));
+        assert!(
+            processes_with(&format!("sleep\0{marker}")).is_empty(),
+            "a task process outlived paddock ({itemize:?})"
+        );
+    }
 }
 
 #[test]
@@ -159,19 +240,21 @@ fn kill_9_of_paddock_takes_the_sandbox_with_it() {
     }
     let s = Scratch::new("kill9");
     let marker = format!("{}", 700_000 + std::process::id() % 1000);
-    let mut child = s.paddock().args(["run", "--", "sleep", &marker]).spawn().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while processes_with(&format!("sleep\0{marker}")).is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
+    for itemize in MODES {
+        let mut child = run_itemized(&s, itemize).args(["--", "sleep", &marker]).spawn().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while processes_with(&format!("sleep\0{marker}")).is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(!processes_with(&format!("sleep\0{marker}")).is_empty(), "never started");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        std::thread::sleep(Duration::from_secs(2));
+        assert!(
+            processes_with(&format!("sleep\0{marker}")).is_empty(),
+            "the task outlived a kill -9 of paddock ({itemize:?})"
+        );
     }
-    assert!(!processes_with(&format!("sleep\0{marker}")).is_empty(), "the task never started");
-    child.kill().unwrap();
-    child.wait().unwrap();
-    std::thread::sleep(Duration::from_secs(2));
-    assert!(
-        processes_with(&format!("sleep\0{marker}")).is_empty(),
-        "the task outlived a kill -9 of paddock"
-    );
 }
 
 #[test]

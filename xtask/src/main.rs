@@ -5,8 +5,8 @@
 //! - `test-linux`: the end-to-end suite as root and as an unprivileged user, itemizing with
 //!   the observers (also with strace hidden) and with strace.
 //! - `test-macos`: the end-to-end suite against sandbox-exec (on macOS only).
-//! - `build`: a release build: `paddock`, and `paddock-supervisor` linked statically (see
-//!   [`build_release`]).
+//! - `build`: a release build: `paddock`, `paddock-supervisor` linked statically, and
+//!   `paddock-supervisor-nolibc` without a C library (see [`build_release`]).
 //! - `bench spawn`: `paddock run -- true` against bare bwrap and bare `true`.
 //! - `bench trace`: what itemizing costs (untraced, the observers, strace, plain strace) on six
 //!   workloads, three open-heavy, a tiny `cargo check` and two write-heavy.
@@ -61,7 +61,8 @@ fn project_root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("."))
 }
 
-/// Builds `paddock` (release) and, next to it, `paddock-supervisor` linked statically; returns
+/// Builds `paddock` (release) and, next to it, `paddock-supervisor` linked statically and
+/// `paddock-supervisor-nolibc` without a C library ([`nolibc_supervisor`]); returns
 /// `paddock`'s path.
 ///
 /// The supervisor starts inside every sandbox, so its start-up is on every task's path: a
@@ -73,6 +74,7 @@ fn project_root() -> PathBuf {
 pub fn build_release(root: &Path) -> Result<PathBuf> {
     run(cargo().args(["build", "--release", "-p", "paddock"]))?;
     static_supervisor(true);
+    nolibc_supervisor(true);
     Ok(target_dir(root).join("release/paddock"))
 }
 
@@ -97,6 +99,35 @@ pub fn static_supervisor(release: bool) {
     if let Err(e) = run(&mut cmd) {
         eprintln!(
             "xtask: paddock-supervisor stays dynamically linked ({e:#}); install glibc's static libraries (libc6-dev) for the static one"
+        );
+    }
+}
+
+/// Builds `paddock-supervisor-nolibc` without a C library (release or debug profile), over
+/// the std program `cargo build` made of it (see its module doc): `no_std` by its cfg, the
+/// panic strategy `abort` (core has no unwinder without std), non-PIE (nothing relocates
+/// it), and linked without start files or libraries (it has its own `_start` and the memory
+/// functions the compiler calls). x86-64 Linux only; elsewhere, or when this fails, the std
+/// program stays, and this says so.
+pub fn nolibc_supervisor(release: bool) {
+    if !cfg!(all(target_os = "linux", target_arch = "x86_64")) {
+        eprintln!(
+            "xtask: paddock-supervisor-nolibc is built without a C library on x86-64 Linux only"
+        );
+        return;
+    }
+    let mut cmd = cargo();
+    cmd.arg("rustc");
+    if release {
+        cmd.arg("--release");
+    }
+    cmd.args(["-p", "paddock", "--bin", "paddock-supervisor-nolibc", "--"]);
+    cmd.args(["--cfg", "paddock_nolibc", "-C", "panic=abort", "-C", "relocation-model=static"]);
+    cmd.args(["-C", "target-feature=+crt-static"]);
+    cmd.args(["-C", "link-arg=-nostartfiles", "-C", "link-arg=-nostdlib"]);
+    if let Err(e) = run(&mut cmd) {
+        eprintln!(
+            "xtask: paddock-supervisor-nolibc stays linked with the C library ({e:#}); untraced runs start about 0.3 ms later"
         );
     }
 }
@@ -135,6 +166,9 @@ fn ci(root: &Path) -> Result<()> {
     run(cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
     // The end-to-end suite drives the built binary: build it first so it is never stale.
     run(cargo().args(["build", "-p", "paddock", "-p", "paddock-tests"]))?;
+    // The supervisor untraced runs start, as a release build has it: the OS suite runs its
+    // tests with it a second time.
+    nolibc_supervisor(false);
     // Every test, with the e2e suite itemizing through the observers (strace is present).
     run(cargo().args(["test", "--workspace", "--no-fail-fast"]).env(E2E_ITEMIZE, "observe"))?;
     darwin_check()?;

@@ -429,6 +429,22 @@ pub struct Ran {
     pub violations: Vec<Violation>,
 }
 
+/// Runs `plan` with nobody tracing it: started by `paddock-supervisor-nolibc` when that is
+/// next to paddock and the plan needs nothing else of a supervisor
+/// (`paddock_linux_bwrap::nolibc`), else as planned.
+fn run_untraced(
+    plan: &SpawnPlan,
+    opts: &RunOptions,
+    runtime_dir: Option<&Path>,
+) -> Result<RunOutcome> {
+    let without_libc = (plan.backend == paddock_linux_bwrap::BACKEND_NAME)
+        .then(|| paddock_linux_bwrap::probe::facts().supervisor_nolibc_exe)
+        .flatten()
+        .and_then(AbsPathBuf::new_lexical)
+        .and_then(|exe| paddock_linux_bwrap::nolibc::without_libc(plan, &exe));
+    run_plan_in(without_libc.as_ref().unwrap_or(plan), opts, runtime_dir)
+}
+
 /// Runs `plan`, traced when `trace` says so. When strace fails on its own (the task never
 /// started and strace traced no call, not even bwrap's `execve`), the task is run once more
 /// untraced, and stderr says so. Only the supervisor's word and strace's pipe decide this,
@@ -436,7 +452,7 @@ pub struct Ran {
 pub fn run(run: Run<'_>, trace: Option<&TraceOptions>) -> Result<Ran> {
     let Run { plan, policy, cwd, opts, runtime_dir } = run;
     let Some(topts) = trace else {
-        let outcome = run_plan_in(plan, opts, runtime_dir)?;
+        let outcome = run_untraced(plan, opts, runtime_dir)?;
         return Ok(Ran { outcome, itemized_by: None, violations: Vec::new() });
     };
     if topts.seccomp_bpf
@@ -460,7 +476,7 @@ pub fn run(run: Run<'_>, trace: Option<&TraceOptions>) -> Result<Ran> {
         eprintln!(
             "paddock: strace failed before the task started (its message is above); running the task once more without itemizing denials"
         );
-        let outcome = run_plan_in(plan, opts, runtime_dir)?;
+        let outcome = run_untraced(plan, opts, runtime_dir)?;
         return Ok(Ran { outcome, itemized_by: None, violations: Vec::new() });
     }
     match finished {

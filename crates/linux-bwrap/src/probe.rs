@@ -162,6 +162,7 @@ fn read_cache() -> Option<HostFacts> {
         strace: strace.map(Path::to_path_buf),
         strace_seccomp_bpf,
         supervisor_exe: supervisor_beside(&self_exe),
+        supervisor_nolibc_exe: nolibc_supervisor_beside(&self_exe),
         self_exe: Some(self_exe),
         fresh_proc: true,
         user_namespaces: true,
@@ -203,9 +204,7 @@ fn write_cache(facts: &HostFacts) {
     }
 }
 
-/// Whether a helper at `path` is trustworthy: a regular file owned by root, not writable by
-/// group or others. Returns the canonical path.
-/// Says which executable runs as the sandbox's supervisor, and whether it is static.
+/// Says which executables run as the sandbox's supervisor, and how they are linked.
 fn report_supervisor(report: &mut CheckReport, facts: &HostFacts) {
     match &facts.supervisor_exe {
         Some(path) if dynamic_interpreter(path) == Some(false) => report.push(
@@ -225,6 +224,30 @@ fn report_supervisor(report: &mut CheckReport, facts: &HostFacts) {
             Status::Ok,
             format!("paddock re-executes itself as the sandbox's pid 1 (no {SUPERVISOR_EXE} next to it)"),
             Some("`cargo xtask build` puts a static paddock-supervisor next to paddock: every run starts about 0.5 ms sooner"),
+        ),
+    }
+    let nolibc = crate::nolibc::SUPERVISOR_NOLIBC_EXE;
+    match &facts.supervisor_nolibc_exe {
+        Some(path) if dynamic_interpreter(path) == Some(false) => report.push(
+            "untraced supervisor",
+            Status::Ok,
+            format!("{} (no C library) runs as the pid 1 of untraced runs", path.display()),
+            None,
+        ),
+        Some(path) => report.push(
+            "untraced supervisor",
+            Status::Ok,
+            format!(
+                "{} (linked with the C library) runs as the pid 1 of untraced runs",
+                path.display()
+            ),
+            Some("`cargo xtask build` builds it without a C library: untraced runs start about 0.3 ms sooner"),
+        ),
+        None => report.push(
+            "untraced supervisor",
+            Status::Ok,
+            format!("untraced runs start the same supervisor (no {nolibc} next to paddock)"),
+            Some("`cargo xtask build` puts paddock-supervisor-nolibc next to paddock (x86-64): untraced runs start about 0.3 ms sooner"),
         ),
     }
 }
@@ -259,12 +282,29 @@ pub fn dynamic_interpreter(path: &Path) -> Option<bool> {
 /// The name of the dedicated supervisor executable, looked for next to `paddock`.
 pub const SUPERVISOR_EXE: &str = "paddock-supervisor";
 
-/// The dedicated supervisor next to `exe` ([`SUPERVISOR_EXE`]), when there is one that can
-/// be trusted as much as `exe` itself: a regular executable file, owned by `exe`'s owner
-/// (or root), writable by nobody else. It runs unfiltered as the sandbox's pid 1.
+/// The dedicated supervisor next to `exe` ([`SUPERVISOR_EXE`]), when it can be trusted
+/// ([`helper_beside`]).
 pub fn supervisor_beside(exe: &Path) -> Option<PathBuf> {
+    helper_beside(exe, SUPERVISOR_EXE)
+}
+
+/// The supervisor without a C library next to `exe`
+/// ([`crate::nolibc::SUPERVISOR_NOLIBC_EXE`]), when it can be trusted ([`helper_beside`]).
+/// It is built for x86-64 alone: elsewhere it is never used.
+pub fn nolibc_supervisor_beside(exe: &Path) -> Option<PathBuf> {
+    if cfg!(target_arch = "x86_64") {
+        helper_beside(exe, crate::nolibc::SUPERVISOR_NOLIBC_EXE)
+    } else {
+        None
+    }
+}
+
+/// The executable `name` next to `exe`, when it can be trusted as much as `exe` itself: a
+/// regular executable file, owned by `exe`'s owner (or root), writable by nobody else. A
+/// supervisor runs unfiltered as the sandbox's pid 1.
+fn helper_beside(exe: &Path, name: &str) -> Option<PathBuf> {
     use std::os::unix::fs::MetadataExt;
-    let candidate = exe.parent()?.join(SUPERVISOR_EXE);
+    let candidate = exe.parent()?.join(name);
     let meta = std::fs::metadata(&candidate).ok()?;
     let owner = std::fs::metadata(exe).ok()?.uid();
     let trusted = meta.is_file()
@@ -386,6 +426,7 @@ fn collect() -> Probe {
     let mut facts = HostFacts {
         uid: nix_uid(),
         supervisor_exe: self_exe.as_deref().and_then(supervisor_beside),
+        supervisor_nolibc_exe: self_exe.as_deref().and_then(nolibc_supervisor_beside),
         self_exe,
         ..HostFacts::default()
     };
@@ -762,27 +803,35 @@ mod tests {
     }
 
     #[test]
-    fn the_supervisor_beside_paddock_is_used_only_when_no_one_else_can_write_it() {
+    fn the_supervisors_beside_paddock_are_used_only_when_no_one_else_can_write_them() {
         use std::os::unix::fs::PermissionsExt;
         let dir = std::env::temp_dir().join(format!("paddock-beside-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let exe = dir.join("paddock");
         std::fs::write(&exe, "").unwrap();
-        assert_eq!(supervisor_beside(&exe), None, "none there");
-        let sup = dir.join(SUPERVISOR_EXE);
-        std::fs::write(&sup, "").unwrap();
-        let mode = |m| std::fs::set_permissions(&sup, std::fs::Permissions::from_mode(m)).unwrap();
-        mode(0o755);
-        assert_eq!(supervisor_beside(&exe), Some(sup.clone()));
-        mode(0o775);
-        assert_eq!(supervisor_beside(&exe), None, "group-writable");
-        mode(0o757);
-        assert_eq!(supervisor_beside(&exe), None, "world-writable");
-        mode(0o644);
-        assert_eq!(supervisor_beside(&exe), None, "not executable");
-        std::fs::remove_file(&sup).unwrap();
-        std::fs::create_dir(&sup).unwrap();
-        assert_eq!(supervisor_beside(&exe), None, "a directory");
+        type Finder = fn(&Path) -> Option<PathBuf>;
+        let finders: [(&str, Finder); 2] = [
+            (SUPERVISOR_EXE, supervisor_beside),
+            (crate::nolibc::SUPERVISOR_NOLIBC_EXE, nolibc_supervisor_beside),
+        ];
+        for (name, beside) in finders {
+            assert_eq!(beside(&exe), None, "none there");
+            let sup = dir.join(name);
+            std::fs::write(&sup, "").unwrap();
+            let mode =
+                |m| std::fs::set_permissions(&sup, std::fs::Permissions::from_mode(m)).unwrap();
+            mode(0o755);
+            assert_eq!(beside(&exe), Some(sup.clone()), "{name}");
+            mode(0o775);
+            assert_eq!(beside(&exe), None, "group-writable");
+            mode(0o757);
+            assert_eq!(beside(&exe), None, "world-writable");
+            mode(0o644);
+            assert_eq!(beside(&exe), None, "not executable");
+            std::fs::remove_file(&sup).unwrap();
+            std::fs::create_dir(&sup).unwrap();
+            assert_eq!(beside(&exe), None, "a directory");
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

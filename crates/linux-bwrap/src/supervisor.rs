@@ -734,12 +734,12 @@ fn supervise(task: libc::pid_t, sfd: i32, mut signal_fd: Option<i32>) -> i32 {
     }
 }
 
-/// The signals the runner may relay.
+/// The signals the runner may relay to the task's group.
+pub const POLITE_SIGNALS: [i32; 6] =
+    [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGUSR1, libc::SIGUSR2];
+
 fn is_polite(sig: i32) -> bool {
-    matches!(
-        sig,
-        libc::SIGINT | libc::SIGTERM | libc::SIGHUP | libc::SIGQUIT | libc::SIGUSR1 | libc::SIGUSR2
-    )
+    POLITE_SIGNALS.contains(&sig)
 }
 
 #[cfg(test)]

@@ -206,6 +206,9 @@ pub struct HostFacts {
     /// A dedicated supervisor executable (`paddock-supervisor` next to `self_exe`): run as
     /// the supervisor instead of re-executing `self_exe` when present.
     pub supervisor_exe: Option<PathBuf>,
+    /// The supervisor without a C library (`paddock-supervisor-nolibc` next to `self_exe`):
+    /// run instead of `supervisor_exe` by runs that trace nothing and need no relays.
+    pub supervisor_nolibc_exe: Option<PathBuf>,
     /// Whether a fresh `/proc` can be mounted in a new pid namespace.
     pub fresh_proc: bool,
     /// Whether user namespaces can be created.

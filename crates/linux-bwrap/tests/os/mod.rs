@@ -60,21 +60,41 @@ pub fn main() -> i32 {
     let _ = leak;
 
     let (mut passed, mut failed) = (0, 0);
-    for (name, test) in TESTS.iter().chain(notify::TESTS) {
-        if filter.as_deref().is_some_and(|f| !name.contains(f)) {
-            continue;
-        }
-        let result = std::panic::catch_unwind(test);
-        match result {
-            Ok(()) => {
-                println!("test {name} ... ok");
-                passed += 1;
+    let mut run_all = |pass: &str, tests: &mut dyn Iterator<Item = &(&str, Test)>| {
+        for (name, test) in tests {
+            if filter.as_deref().is_some_and(|f| !name.contains(f)) {
+                continue;
             }
-            Err(_) => {
-                println!("test {name} ... FAILED");
-                failed += 1;
+            match std::panic::catch_unwind(test) {
+                Ok(()) => {
+                    println!("test {name}{pass} ... ok");
+                    passed += 1;
+                }
+                Err(_) => {
+                    println!("test {name}{pass} ... FAILED");
+                    failed += 1;
+                }
             }
         }
+    };
+    run_all("", &mut TESTS.iter().chain(OBSERVE_TESTS).chain(notify::TESTS));
+    // The same walls with the supervisor `paddock` starts for untraced runs.
+    match nolibc_supervisor() {
+        Some(exe) => {
+            // SAFETY: single-threaded between tests; nothing reads the environment meanwhile.
+            unsafe { std::env::set_var(NOLIBC_ENV, &exe) };
+            run_all(" (paddock-supervisor-nolibc)", &mut TESTS.iter());
+            // SAFETY: as above.
+            unsafe { std::env::remove_var(NOLIBC_ENV) };
+        }
+        None if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            println!("test paddock-supervisor-nolibc ... FAILED: not built next to paddock");
+            failed += 1;
+        }
+        None => println!(
+            "SKIPPED: the second pass with paddock-supervisor-nolibc: not built next to paddock \
+             (cargo build -p paddock)"
+        ),
     }
     println!("{passed} passed, {failed} failed");
     i32::from(failed > 0)
@@ -121,6 +141,10 @@ const TESTS: &[(&str, Test)] = &[
         "kill_9_of_the_runner_takes_the_sandbox_with_it",
         kill_9_of_the_runner_takes_the_sandbox_with_it,
     ),
+];
+
+/// The observers' tests: their plans always need `paddock-supervisor`.
+const OBSERVE_TESTS: &[(&str, Test)] = &[
     (
         "observer_records_hidden_lookups_listings_and_writes",
         observe::observer_records_hidden_lookups_listings_and_writes,
@@ -131,6 +155,29 @@ const TESTS: &[(&str, Test)] = &[
     ),
     ("finish_without_a_mount_returns_at_once", observe::finish_without_a_mount_returns_at_once),
 ];
+
+/// Set, to its path, while [`TESTS`] run a second time with `paddock-supervisor-nolibc` as
+/// the sandbox's pid 1 (see [`supervised`]); inherited by the runners the tests start.
+const NOLIBC_ENV: &str = "PADDOCK_OS_TEST_NOLIBC_SUPERVISOR";
+
+/// `plan` as the current pass runs it: by this binary as the supervisor, or in the second
+/// pass by `paddock-supervisor-nolibc` (`paddock_linux_bwrap::nolibc`), as `paddock` runs
+/// untraced tasks.
+fn supervised(plan: SpawnPlan) -> SpawnPlan {
+    match std::env::var_os(NOLIBC_ENV) {
+        None => plan,
+        Some(exe) => paddock_linux_bwrap::nolibc::without_libc(&plan, &abs(PathBuf::from(exe)))
+            .expect("an untraced plan can run without libc"),
+    }
+}
+
+/// `paddock-supervisor-nolibc` as the build left it next to `paddock` (this binary is in
+/// `target/PROFILE/deps`).
+fn nolibc_supervisor() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let beside = exe.parent()?.parent()?.join(paddock_linux_bwrap::nolibc::SUPERVISOR_NOLIBC_EXE);
+    beside.is_file().then_some(beside)
+}
 
 fn missing_sandbox() -> Option<String> {
     let probe = paddock_linux_bwrap::probe::probe();
@@ -226,17 +273,26 @@ impl Scratch {
     }
 
     fn plan(&self, policy: &ResolvedPolicy, runtime: &Path, probe_args: &[&str]) -> SpawnPlan {
+        let args = std::iter::once("__probe").chain(probe_args.iter().copied());
+        self.plan_of(policy, runtime, std::env::current_exe().unwrap().as_os_str(), args)
+    }
+
+    /// The plan of `program` with `args` (after argv\[0\]), as this pass runs it.
+    fn plan_of<'a>(
+        &self,
+        policy: &ResolvedPolicy,
+        runtime: &Path,
+        program: &std::ffi::OsStr,
+        args: impl Iterator<Item = &'a str>,
+    ) -> SpawnPlan {
         let task = Task {
-            program: std::env::current_exe().unwrap().into_os_string(),
-            args: std::iter::once("__probe")
-                .chain(probe_args.iter().copied())
-                .map(OsString::from)
-                .collect(),
+            program: program.to_os_string(),
+            args: args.map(OsString::from).collect(),
             cwd: abs(&self.proj),
             runtime_dir: abs(runtime),
             observe: false,
         };
-        LinuxBwrap.plan(policy, &task, &facts()).unwrap()
+        supervised(LinuxBwrap.plan(policy, &task, &facts()).unwrap())
     }
 
     /// Runs the probe under `policy` and returns its stdout.
@@ -443,7 +499,6 @@ fn exit_codes_follow_the_shell() {
     assert_eq!(outcome.exit_code, 7);
     assert!(outcome.max_rss_kib > 0 && outcome.cpu_time > Duration::ZERO, "rusage: {outcome:?}");
     let runtime = paddock::runtime_dir::RuntimeDir::create().unwrap();
-    let mut plan = s.plan(&p, runtime.path().as_path(), &[]);
     let opts = RunOptions {
         timeout: None,
         grace: Duration::from_millis(200),
@@ -451,21 +506,14 @@ fn exit_codes_follow_the_shell() {
         inherit: Vec::new(),
         prespawned: Default::default(),
     };
+    let code = |program: &str| {
+        let plan = s.plan_of(&p, runtime.path().as_path(), program.as_ref(), std::iter::empty());
+        run_plan_in(&plan, &opts, None).unwrap().exit_code
+    };
     // A program that is not there: 127.
-    set_program(&mut plan, "no-such-program-xyz");
-    assert_eq!(run_plan_in(&plan, &opts, None).unwrap().exit_code, 127);
+    assert_eq!(code("no-such-program-xyz"), 127);
     // A file that is not executable: 126.
-    set_program(&mut plan, s.proj.join("src/main.rs").to_str().unwrap());
-    assert_eq!(run_plan_in(&plan, &opts, None).unwrap().exit_code, 126);
-}
-
-fn set_program(plan: &mut SpawnPlan, program: &str) {
-    use paddock_linux_bwrap::payload::{Bytes, SupervisorPayload};
-    let sup = plan.payloads.iter_mut().find(|p| p.name == "supervisor").unwrap();
-    let mut payload = SupervisorPayload::from_bytes(&sup.bytes, 4).unwrap();
-    payload.program = Bytes(program.into());
-    payload.args = vec![Bytes(program.into())];
-    sup.bytes = payload.to_bytes();
+    assert_eq!(code(s.proj.join("src/main.rs").to_str().unwrap()), 126);
 }
 
 fn timeout_is_124_and_kills_after_grace() {

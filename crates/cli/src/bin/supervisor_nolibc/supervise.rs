@@ -1,0 +1,315 @@
+//! The supervisor's work, as `paddock_linux_bwrap::supervisor` does it for a payload without
+//! relays, observers or a tracer: the same steps in the same order, the same exit codes and
+//! messages.
+//!
+//! As pid 1 of the sandbox it makes itself non-dumpable and the subreaper, reads its payload
+//! and the BPF program (closing both descriptors), finds the `PATH` candidates, blocks
+//! SIGCHLD into a signalfd, and starts the task in a child that shares its memory until it
+//! executes. The child enters its own process group, unblocks SIGCHLD, enters the working
+//! directory, closes every descriptor above 2, gives SIGPIPE its default, sets no_new_privs,
+//! loads the filter and executes the first candidate that runs (126 or 127 as a shell would
+//! when none does). The supervisor then relays the polite signals read from the signal
+//! channel to the task's group, reaps whatever is reparented to it, and exits with the task's
+//! status (128+N for signal N), killing what is left of the task's group.
+
+// A failure carries its message in place (there is no allocator to box it), and the error
+// path runs at most once per process.
+#![allow(clippy::result_large_err)]
+
+use core::ffi::CStr;
+use core::fmt::Write;
+
+use libc::c_int;
+
+use crate::message::Message;
+use crate::payload::{self, Payload};
+use crate::sys::{self, Errno};
+use crate::{arena, constants::*};
+
+/// Runs the supervisor with the process's arguments; returns its exit code.
+pub fn main(argv: &[&CStr]) -> c_int {
+    match run(argv) {
+        Ok(code) => code,
+        Err(why) => {
+            let mut msg = Message::new();
+            let _ = write!(msg, "paddock: sandbox supervisor: ");
+            msg.bytes(why.text());
+            msg.bytes(b"\n");
+            msg.write_to(2);
+            EXIT_SUPERVISOR
+        }
+    }
+}
+
+/// Why the task was not run.
+#[derive(Debug)]
+pub struct Failure(Message);
+
+impl Failure {
+    fn text(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+}
+
+macro_rules! fail {
+    ($($fmt:tt)*) => {{
+        let mut msg = Message::new();
+        let _ = write!(msg, $($fmt)*);
+        Failure(msg)
+    }};
+}
+
+/// `--payload-fd N`, after `__supervise` when it is there.
+pub fn parse_args(argv: &[&CStr]) -> Result<c_int, Failure> {
+    let rest = match argv.iter().position(|a| a.to_bytes() == SUPERVISE_SUBCOMMAND) {
+        Some(i) => &argv[i + 1..],
+        None => argv.get(1..).unwrap_or_default(),
+    };
+    match rest {
+        [flag, value] if flag.to_bytes() == b"--payload-fd" => {
+            payload::parse_int(value.to_bytes()).ok_or_else(|| fail!("invalid --payload-fd"))
+        }
+        _ => Err(fail!("usage: paddock-supervisor-nolibc __supervise --payload-fd N (internal)")),
+    }
+}
+
+/// Everything the child needs, prepared before the spawn: it only makes system calls.
+#[derive(Debug)]
+struct Child<'a> {
+    cwd: &'a CStr,
+    program: &'a CStr,
+    candidates: &'a [*const u8],
+    argv: *const *const u8,
+    envp: *const *const u8,
+    filter: &'a [libc::sock_filter],
+    sigchld: sys::SigSet,
+}
+
+fn run(argv: &[&CStr]) -> Result<c_int, Failure> {
+    // Only ever the sandbox's pid 1 (`--as-pid-1` in a new pid namespace): anything else is
+    // not inside a sandbox, and the task is not run.
+    if sys::getpid() != 1 {
+        return Err(fail!("not the sandbox's pid 1: refusing to run the task outside a sandbox"));
+    }
+    let _ = sys::prctl(libc::PR_SET_DUMPABLE, 0);
+    let _ = sys::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
+    let payload_fd = parse_args(argv)?;
+    let bytes = arena::read_all(payload_fd)
+        .map_err(|Errno(e)| fail!("cannot read payload fd {payload_fd}: errno {e}"))?;
+    let payload = payload::parse(bytes)
+        .map_err(|why| fail!("supervisor payload on fd {payload_fd}: {why}"))?;
+    same_version(payload.version)?;
+    let bpf = arena::read_all(payload.seccomp_fd)
+        .map_err(|Errno(e)| fail!("cannot read payload fd {}: errno {e}", payload.seccomp_fd))?;
+    if bpf.is_empty() {
+        return Err(fail!("the seccomp program is empty; refusing to run the task unfiltered"));
+    }
+    if !bpf.len().is_multiple_of(8) {
+        return Err(fail!("a BPF program of {} bytes is malformed", bpf.len()));
+    }
+    #[cfg(target_endian = "big")]
+    compile_error!("the BPF program is little endian, as `sock_filter` is on this target");
+    // SAFETY: the mapping is page-aligned and holds whole 8-byte `sock_filter`s, little
+    // endian as the struct's fields are here.
+    let filter = unsafe {
+        core::slice::from_raw_parts(bpf.as_ptr().cast::<libc::sock_filter>(), bpf.len() / 8)
+    };
+    let candidates =
+        candidates(&payload).map_err(|Errno(e)| fail!("cannot find the program: errno {e}"))?;
+
+    // SIGCHLD arrives through a signalfd, so one poll waits for both a child and a polite
+    // signal. Blocked before the spawn so that no exit is missed.
+    let sigchld = sys::sig_bit(libc::SIGCHLD);
+    sys::block(sigchld).map_err(|Errno(e)| fail!("sigprocmask: errno {e}"))?;
+    let sfd = sys::signalfd(sigchld).map_err(|Errno(e)| fail!("signalfd: errno {e}"))?;
+
+    let child = Child {
+        cwd: payload.cwd,
+        program: payload.program,
+        candidates,
+        argv: payload.argv.as_ptr(),
+        envp: payload.envp.as_ptr(),
+        filter,
+        sigchld,
+    };
+    const STACK: usize = 256 * 1024;
+    let stack = arena::array::<u8>(STACK).map_err(|Errno(e)| fail!("mmap: errno {e}"))?;
+    // SAFETY: the stack is ours and unused by anything else; its top is page-aligned. The
+    // child reads `child`, which lives until this process resumes (after the child executed
+    // or exited), and only makes system calls (`child_main`).
+    let task = unsafe {
+        sys::spawn_vfork(child_main, (&raw const child) as usize, stack.as_mut_ptr().add(STACK))
+    }
+    .map_err(|Errno(e)| fail!("clone: errno {e}"))?;
+    // Failing (it already executed and did it) is harmless. The byte tells the runner the
+    // sandbox is up; a closed channel is not an error.
+    sys::setpgid(task, task);
+    if let Some(fd) = payload.signal_fd {
+        sys::send_byte(fd, STARTED);
+    }
+    Ok(supervise(task, sfd, payload.signal_fd))
+}
+
+/// A payload planned by another version of paddock is refused: a supervisor left over from
+/// another install would misread it.
+fn same_version(planned_by: &[u8]) -> Result<(), Failure> {
+    if planned_by == PAYLOAD_VERSION.as_bytes() {
+        return Ok(());
+    }
+    let mut msg = Message::new();
+    let _ = write!(
+        msg,
+        "this supervisor is version {PAYLOAD_VERSION}, the runner that planned the task is "
+    );
+    msg.bytes(if planned_by.is_empty() { b"older" } else { planned_by });
+    msg.bytes(b": install paddock and paddock-supervisor-nolibc together");
+    Err(Failure(msg))
+}
+
+/// The paths `execve` tries: the program itself when it has a `/`, else one per entry of
+/// `PATH` (the default when unset) as execvp does, an empty entry meaning the cwd, without
+/// the absolute ones `stat` says do not exist. NULL-terminated.
+pub fn candidates(p: &Payload<'_>) -> Result<&'static [*const u8], Errno> {
+    let program = p.program.to_bytes();
+    if program.contains(&b'/') {
+        let one = arena::array::<*const u8>(2)?;
+        one[0] = p.program.as_ptr().cast();
+        return Ok(one);
+    }
+    if program.is_empty() {
+        return arena::array::<*const u8>(1).map(|none| &*none);
+    }
+    let path = p.path.unwrap_or(b"/usr/local/bin:/usr/bin:/bin");
+    let dirs = path.split(|&b| b == b':');
+    let (count, bytes) = dirs
+        .clone()
+        .fold((0, 0), |(n, len), dir| (n + 1, len + dir.len().max(1) + 1 + program.len() + 1));
+    let ptrs = arena::array::<*const u8>(count + 1)?;
+    let text = arena::array::<u8>(bytes)?;
+    let (mut at, mut kept) = (0, 0);
+    for dir in dirs {
+        let start = at;
+        for part in [if dir.is_empty() { b".".as_slice() } else { dir }, b"/", program, b"\0"] {
+            text[at..at + part.len()].copy_from_slice(part);
+            at += part.len();
+        }
+        let candidate = text[start..].as_ptr();
+        if text[start] != b'/' || sys::may_exist(candidate) {
+            ptrs[kept] = candidate;
+            kept += 1;
+        }
+    }
+    Ok(&ptrs[..=kept])
+}
+
+/// The task's side of the spawn: runs on its own stack in the supervisor's memory until it
+/// executes, so it only makes system calls (no allocation, no lock). Never returns.
+extern "C" fn child_main(arg: usize) -> ! {
+    // SAFETY: `arg` is the `Child` of `run`, alive until the parent resumes, which is after
+    // this child has executed or exited.
+    let c = unsafe { &*(arg as *const Child<'_>) };
+    sys::setpgid(0, 0);
+    sys::unblock(c.sigchld);
+    if sys::chdir(c.cwd.as_ptr().cast()).is_err() {
+        die(EXIT_SUPERVISOR, &[b"paddock: cannot enter the working directory inside the sandbox; is it readable under the policy (grant it with allow.read)?"]);
+    }
+    // Every descriptor above 2 goes: the payloads, the signal channel, the signalfd
+    // (SEC-09, FSR-06).
+    sys::close_from(3);
+    // Ignored by whoever started bwrap, it would stay ignored across execve; the task starts
+    // with the default, as std's `Command` gives.
+    sys::set_default(libc::SIGPIPE);
+    if let Err((what, Errno(e))) = sys::load_filter(c.filter) {
+        let mut msg = Message::new();
+        let _ = write!(
+            msg,
+            "paddock: cannot apply the seccomp filter: cannot {what} (errno {e}); the task was not run"
+        );
+        die(EXIT_SUPERVISOR, &[msg.as_bytes()]);
+    }
+    let mut denied = false;
+    for &candidate in c.candidates.iter().take_while(|p| !p.is_null()) {
+        let Errno(e) = sys::execve(candidate, c.argv, c.envp);
+        if matches!(e, libc::EACCES | libc::EPERM | libc::ENOEXEC | libc::EISDIR) {
+            denied = true;
+        }
+    }
+    let program = c.program.to_bytes();
+    if denied {
+        die(EXIT_NOT_EXECUTABLE, &[b"paddock: ", program, b": permission denied (not executable)"]);
+    }
+    die(EXIT_NOT_FOUND, &[b"paddock: ", program, b": command not found in the sandbox"])
+}
+
+/// Writes `parts` and a newline to stderr, and exits with `code`.
+fn die(code: c_int, parts: &[&[u8]]) -> ! {
+    let mut msg = Message::new();
+    for part in parts {
+        msg.bytes(part);
+    }
+    msg.bytes(b"\n");
+    msg.write_to(2);
+    sys::exit(code)
+}
+
+/// The exit code for a wait status: the task's, 128+N for signal N.
+pub fn status_code(status: c_int) -> c_int {
+    if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else if libc::WIFSIGNALED(status) {
+        128 + libc::WTERMSIG(status)
+    } else {
+        EXIT_SUPERVISOR
+    }
+}
+
+/// Relays signals and reaps until the task exits; returns its exit code.
+fn supervise(task: c_int, sfd: c_int, mut signal_fd: Option<c_int>) -> c_int {
+    loop {
+        let mut fds = [
+            libc::pollfd { fd: sfd, events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: signal_fd.unwrap_or(-1), events: libc::POLLIN, revents: 0 },
+        ];
+        // An error (EINTR) falls through to reaping, so that this never spins blind.
+        let _ = sys::poll(&mut fds, 1);
+        if fds[0].revents != 0 {
+            let mut info = [0u8; core::mem::size_of::<libc::signalfd_siginfo>()];
+            while sys::read(sfd, &mut info).is_ok_and(|n| n > 0) {}
+        }
+        // Reap everything reparented to us; return when the task itself is gone.
+        while let Ok(Some((pid, status))) = sys::reap_any() {
+            if pid == task {
+                // Whatever the task left in its group goes with it; the rest of the pid
+                // namespace dies when we, its pid 1, exit.
+                sys::kill(-task, libc::SIGKILL);
+                return status_code(status);
+            }
+        }
+        if let Some(fd) = signal_fd
+            && fds[1].revents != 0
+        {
+            let mut buf = [0u8; 16];
+            match sys::read(fd, &mut buf) {
+                // The runner holds its end until bwrap is gone: end of file while the task
+                // runs means the runner died, and the sandbox goes with it even if the
+                // parent-death signal bwrap arranged did not arrive.
+                Ok(0) => {
+                    sys::kill(-task, libc::SIGKILL);
+                    return 128 + libc::SIGKILL;
+                }
+                Ok(n) => {
+                    for &sig in &buf[..n] {
+                        if POLITE_SIGNALS.contains(&c_int::from(sig)) {
+                            sys::kill(-task, c_int::from(sig));
+                        }
+                    }
+                }
+                Err(Errno(libc::EINTR | libc::EAGAIN)) => {}
+                Err(_) => {
+                    sys::close(fd);
+                    signal_fd = None;
+                }
+            }
+        }
+    }
+}

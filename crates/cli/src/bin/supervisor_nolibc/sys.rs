@@ -1,0 +1,231 @@
+//! The system calls the supervisor makes, issued directly (`syscall` on x86-64), without a C
+//! library: each returns its result or the errno the kernel gave.
+//!
+//! Only numbers, types and constants come from the `libc` crate (which is `no_std` and
+//! declares its functions without linking them); none of its functions is called, so the
+//! binary built without a C library has nothing of one to resolve.
+
+use core::arch::asm;
+
+use libc::{c_int, c_long};
+
+/// A failed call: the kernel's errno.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Errno(pub i32);
+
+/// The kernel's sigset, one bit per signal (the size the `rt_sig*` calls take).
+pub type SigSet = u64;
+const SIGSET_SIZE: usize = core::mem::size_of::<SigSet>();
+
+/// The bit of `sig` in a [`SigSet`].
+pub const fn sig_bit(sig: c_int) -> SigSet {
+    1 << (sig - 1)
+}
+
+/// A raw system call with up to six arguments.
+///
+/// # Safety
+/// The arguments must be what call `nr` takes: pointers valid for what it reads and writes.
+unsafe fn syscall6(nr: c_long, args: [usize; 6]) -> Result<usize, Errno> {
+    let ret: isize;
+    // SAFETY: the caller passes valid arguments for the call; `syscall` clobbers rcx and r11
+    // only, and the kernel does not touch the stack.
+    unsafe {
+        asm!(
+            "syscall",
+            inlateout("rax") nr as isize => ret,
+            in("rdi") args[0],
+            in("rsi") args[1],
+            in("rdx") args[2],
+            in("r10") args[3],
+            in("r8") args[4],
+            in("r9") args[5],
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    if (-4095..0).contains(&ret) {
+        // In -4095..-1: an errno.
+        Err(Errno(-(ret as i32)))
+    } else {
+        Ok(ret as usize)
+    }
+}
+
+macro_rules! call {
+    ($nr:expr $(, $arg:expr)* $(,)?) => {{
+        let mut args = [0usize; 6];
+        let given = [$($arg as usize),*];
+        args[..given.len()].copy_from_slice(&given);
+        // SAFETY: see each caller: it passes what the call takes.
+        unsafe { syscall6($nr, args) }
+    }};
+}
+
+pub fn read(fd: c_int, buf: &mut [u8]) -> Result<usize, Errno> {
+    call!(libc::SYS_read, fd, buf.as_mut_ptr(), buf.len())
+}
+
+pub fn write(fd: c_int, buf: &[u8]) -> Result<usize, Errno> {
+    call!(libc::SYS_write, fd, buf.as_ptr(), buf.len())
+}
+
+pub fn close(fd: c_int) {
+    let _ = call!(libc::SYS_close, fd);
+}
+
+/// Closes every descriptor from `first` up; one by one (to 1023) where `close_range` is
+/// missing (before Linux 5.9).
+pub fn close_from(first: c_int) {
+    if call!(libc::SYS_close_range, first, u32::MAX, 0).is_err() {
+        for fd in first..1024 {
+            close(fd);
+        }
+    }
+}
+
+pub fn getpid() -> c_int {
+    call!(libc::SYS_getpid).map_or(0, |pid| pid as c_int)
+}
+
+pub fn prctl(option: c_int, arg: usize) -> Result<usize, Errno> {
+    call!(libc::SYS_prctl, option, arg, 0, 0, 0)
+}
+
+/// Anonymous private memory, zeroed, readable and writable.
+pub fn map(len: usize) -> Result<*mut u8, Errno> {
+    let prot = libc::PROT_READ | libc::PROT_WRITE;
+    let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+    call!(libc::SYS_mmap, 0, len, prot, flags, -1i64, 0).map(|a| a as *mut u8)
+}
+
+/// Grows a mapping of [`map`], moving it if need be.
+pub fn remap(addr: *mut u8, old: usize, new: usize) -> Result<*mut u8, Errno> {
+    call!(libc::SYS_mremap, addr, old, new, libc::MREMAP_MAYMOVE).map(|a| a as *mut u8)
+}
+
+pub fn block(set: SigSet) -> Result<(), Errno> {
+    call!(libc::SYS_rt_sigprocmask, libc::SIG_BLOCK, &raw const set, 0, SIGSET_SIZE).map(drop)
+}
+
+pub fn unblock(set: SigSet) {
+    let _ = call!(libc::SYS_rt_sigprocmask, libc::SIG_UNBLOCK, &raw const set, 0, SIGSET_SIZE);
+}
+
+/// `sig` back to its default disposition.
+pub fn set_default(sig: c_int) {
+    // The kernel's `struct sigaction`: handler, flags, restorer, mask.
+    let action = [libc::SIG_DFL, 0, 0, 0];
+    let _ = call!(libc::SYS_rt_sigaction, sig, action.as_ptr(), 0, SIGSET_SIZE);
+}
+
+/// A non-blocking, close-on-exec signalfd for `set`.
+pub fn signalfd(set: SigSet) -> Result<c_int, Errno> {
+    let flags = libc::SFD_CLOEXEC | libc::SFD_NONBLOCK;
+    call!(libc::SYS_signalfd4, -1isize, &raw const set, SIGSET_SIZE, flags).map(|fd| fd as c_int)
+}
+
+/// Waits for one of `fds` to be ready, at most `seconds`.
+pub fn poll(fds: &mut [libc::pollfd], seconds: i64) -> Result<usize, Errno> {
+    let timeout = libc::timespec { tv_sec: seconds, tv_nsec: 0 };
+    call!(libc::SYS_ppoll, fds.as_mut_ptr(), fds.len(), &raw const timeout, 0, SIGSET_SIZE)
+}
+
+/// Reaps one child without waiting: `Ok(None)` when none has changed state.
+pub fn reap_any() -> Result<Option<(c_int, c_int)>, Errno> {
+    let mut status: c_int = 0;
+    let pid = call!(libc::SYS_wait4, -1isize, &raw mut status, libc::WNOHANG, 0)?;
+    Ok((pid != 0).then_some((pid as c_int, status)))
+}
+
+pub fn kill(pid: c_int, sig: c_int) {
+    let _ = call!(libc::SYS_kill, pid as isize, sig);
+}
+
+pub fn setpgid(pid: c_int, pgid: c_int) {
+    let _ = call!(libc::SYS_setpgid, pid, pgid);
+}
+
+/// One byte on a socket, never blocking and never raising SIGPIPE.
+pub fn send_byte(fd: c_int, byte: u8) {
+    let flags = libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT;
+    let _ = call!(libc::SYS_sendto, fd, &raw const byte, 1, flags, 0, 0);
+}
+
+pub fn chdir(path: *const u8) -> Result<(), Errno> {
+    call!(libc::SYS_chdir, path).map(drop)
+}
+
+/// Whether `path` may exist: false only when `stat` says it does not (ENOENT, ENOTDIR).
+pub fn may_exist(path: *const u8) -> bool {
+    let mut st = core::mem::MaybeUninit::<libc::stat>::uninit();
+    let found = call!(libc::SYS_newfstatat, libc::AT_FDCWD, path, st.as_mut_ptr(), 0);
+    !matches!(found, Err(Errno(libc::ENOENT | libc::ENOTDIR)))
+}
+
+/// Loads the seccomp program `filter` (after no_new_privs, which an unprivileged process
+/// needs for it).
+pub fn load_filter(filter: &[libc::sock_filter]) -> Result<(), (&'static str, Errno)> {
+    prctl(libc::PR_SET_NO_NEW_PRIVS, 1).map_err(|e| ("set no_new_privs", e))?;
+    let len = u16::try_from(filter.len()).map_err(|_| ("load a program that long", Errno(0)))?;
+    let prog = libc::sock_fprog { len, filter: filter.as_ptr().cast_mut() };
+    call!(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, 0, &raw const prog)
+        .map(drop)
+        .map_err(|e| ("load the seccomp filter", e))
+}
+
+pub fn execve(path: *const u8, argv: *const *const u8, envp: *const *const u8) -> Errno {
+    match call!(libc::SYS_execve, path, argv, envp) {
+        Ok(_) => Errno(0),
+        Err(e) => e,
+    }
+}
+
+pub fn exit(code: c_int) -> ! {
+    loop {
+        let _ = call!(libc::SYS_exit_group, code);
+    }
+}
+
+/// Starts a child that shares this process's memory and runs `entry(arg)` on `stack` (its
+/// top, 16-byte aligned), this process waiting until the child executes or exits
+/// (`CLONE_VM | CLONE_VFORK`). Returns the child's pid.
+///
+/// # Safety
+/// `stack_top` is the top of memory nobody else uses while the child runs; `entry` never
+/// returns and only makes system calls on memory that stays valid (see `supervise`).
+pub unsafe fn spawn_vfork(
+    entry: extern "C" fn(usize) -> !,
+    arg: usize,
+    stack_top: *mut u8,
+) -> Result<c_int, Errno> {
+    let flags = (libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD) as usize;
+    let ret: isize;
+    // SAFETY: clone(flags, newsp, 0, 0, 0). The child resumes after `syscall` with rax = 0,
+    // rsp = `stack_top` and the parent's other registers, and calls `entry(arg)` at once
+    // (from r12 and r13), never touching the parent's frame; `entry` never returns (`ud2`
+    // would trap). The parent continues past the label with the pid (or -errno) in rax.
+    unsafe {
+        asm!(
+            "syscall",
+            "test rax, rax",
+            "jnz 2f",
+            "mov rdi, r13",
+            "call r12",
+            "ud2",
+            "2:",
+            inlateout("rax") libc::SYS_clone as isize => ret,
+            in("rdi") flags,
+            in("rsi") stack_top,
+            in("rdx") 0usize,
+            in("r10") 0usize,
+            in("r8") 0usize,
+            in("r12") entry as usize,
+            in("r13") arg,
+            lateout("rcx") _,
+            lateout("r11") _,
+        );
+    }
+    if (-4095..0).contains(&ret) { Err(Errno(-(ret as i32))) } else { Ok(ret as c_int) }
+}

@@ -1,0 +1,131 @@
+//! The payload and the constants against the runner's side (`paddock_linux_bwrap`).
+
+use std::ffi::{CStr, CString, OsString};
+
+use paddock_linux_bwrap::nolibc::encode;
+use paddock_linux_bwrap::payload::{Bytes, SupervisorPayload};
+
+use crate::constants::*;
+use crate::payload::{self, parse};
+
+fn payload(program: &str, path: Option<&str>) -> SupervisorPayload {
+    let mut env = vec![(Bytes("HOME".into()), Bytes("/home/u".into()))];
+    if let Some(path) = path {
+        env.push((Bytes("PATH".into()), Bytes("/nowhere".into())));
+        env.push((Bytes("PATH".into()), Bytes(path.into())));
+    }
+    SupervisorPayload {
+        version: paddock_linux_bwrap::payload::PAYLOAD_VERSION.to_owned(),
+        program: Bytes(program.into()),
+        args: vec![Bytes(program.into()), Bytes("-c".into()), Bytes("".into())],
+        env,
+        cwd: Bytes("/work/p".into()),
+        seccomp_fd: 5,
+        signal_fd: Some(6),
+        relays: Vec::new(),
+        record_fd: None,
+        record_connects: false,
+        refuse_unix_sockets: false,
+        wait_for_tracer: false,
+        strace_inside: None,
+    }
+}
+
+fn strings(array: &[*const u8]) -> Vec<String> {
+    let Some((last, items)) = array.split_last() else { panic!("an empty array") };
+    assert!(last.is_null(), "NULL-terminated");
+    items
+        .iter()
+        // SAFETY: the parser's pointers point at NUL-terminated fields of the buffer.
+        .map(|&p| unsafe { CStr::from_ptr(p.cast()) }.to_string_lossy().into_owned())
+        .collect()
+}
+
+#[test]
+fn what_the_runner_encodes_is_what_this_supervisor_reads() {
+    let bytes = encode(&payload("sh", Some("/usr/bin:/bin"))).unwrap();
+    let p = parse(&bytes).unwrap();
+    assert_eq!(p.version, PAYLOAD_VERSION.as_bytes());
+    assert_eq!(p.cwd.to_bytes(), b"/work/p");
+    assert_eq!((p.seccomp_fd, p.signal_fd), (5, Some(6)));
+    assert_eq!(p.program.to_bytes(), b"sh");
+    assert_eq!(strings(p.argv), ["sh", "-c", ""]);
+    assert_eq!(strings(p.envp), ["HOME=/home/u", "PATH=/nowhere", "PATH=/usr/bin:/bin"]);
+    // The last PATH, as `paddock-supervisor` takes it.
+    assert_eq!(p.path, Some(b"/usr/bin:/bin".as_slice()));
+    let without = encode(&SupervisorPayload { signal_fd: None, ..payload("sh", None) }).unwrap();
+    let p = parse(&without).unwrap();
+    assert_eq!((p.signal_fd, p.path), (None, None));
+}
+
+#[test]
+fn a_payload_cut_short_or_padded_or_of_another_kind_is_refused() {
+    let bytes = encode(&payload("sh", None)).unwrap();
+    for cut in 1..bytes.len() {
+        assert!(parse(&bytes[..cut]).is_err(), "cut at {cut}");
+    }
+    let mut padded = bytes.clone();
+    padded.extend_from_slice(b"x\0");
+    assert_eq!(parse(&padded).unwrap_err(), "more fields than counted");
+    let json = payload("sh", None).to_bytes();
+    assert!(parse(&json).is_err());
+    assert!(payload::parse_int(b"12a").is_none() && payload::parse_int(b"").is_none());
+    assert!(payload::parse_int(b"1234567890").is_none(), "no overflow");
+}
+
+#[test]
+fn the_shared_constants_are_the_runners() {
+    use paddock_linux_bwrap::supervisor as full;
+    assert_eq!(EXIT_SUPERVISOR, full::EXIT_SUPERVISOR);
+    assert_eq!(EXIT_NOT_EXECUTABLE, full::EXIT_NOT_EXECUTABLE);
+    assert_eq!(EXIT_NOT_FOUND, full::EXIT_NOT_FOUND);
+    assert_eq!(STARTED, full::STARTED);
+    assert_eq!(POLITE_SIGNALS, full::POLITE_SIGNALS);
+    assert_eq!(PAYLOAD_VERSION, paddock_linux_bwrap::payload::PAYLOAD_VERSION);
+    assert_eq!(SUPERVISE_SUBCOMMAND, paddock_linux_bwrap::SUPERVISE_SUBCOMMAND.as_bytes());
+    assert_eq!(payload::MAGIC, paddock_linux_bwrap::nolibc::MAGIC.as_bytes());
+    let argv = paddock_linux_bwrap::bwrap_argv();
+    let supervisor_argv: Vec<CString> =
+        argv[3..].iter().map(|a: &OsString| CString::new(a.as_encoded_bytes()).unwrap()).collect();
+    let argv: Vec<&CStr> = supervisor_argv.iter().map(CString::as_c_str).collect();
+    assert_eq!(crate::supervise::parse_args(&argv).unwrap(), paddock_linux_bwrap::SUPERVISOR_FD);
+}
+
+#[test]
+fn exit_codes_follow_the_shell() {
+    assert_eq!(crate::supervise::status_code(3 << 8), 3);
+    assert_eq!(crate::supervise::status_code(libc::SIGKILL), 137);
+}
+
+#[test]
+fn outside_a_sandbox_it_runs_nothing() {
+    // A test process is never pid 1.
+    assert_eq!(crate::supervise::main(&[c"x", c"__supervise", c"--payload-fd", c"0"]), 125);
+}
+
+#[test]
+fn path_lookup_skips_absolute_entries_that_do_not_exist() {
+    let dir = std::env::temp_dir().join(format!("paddock-nolibc-path-{}", std::process::id()));
+    let found = dir.join("found");
+    std::fs::create_dir_all(&found).unwrap();
+    std::fs::write(found.join("tool"), b"").unwrap();
+    let path = format!("{}:{}::rel", dir.join("missing").display(), found.display());
+    let bytes = encode(&payload("tool", Some(&path))).unwrap();
+    let got = strings(crate::supervise::candidates(&parse(&bytes).unwrap()).unwrap());
+    assert_eq!(got, [format!("{}/tool", found.display()), "./tool".into(), "rel/tool".into()]);
+    let bytes = encode(&payload("/bin/sh", Some(&path))).unwrap();
+    assert_eq!(
+        strings(crate::supervise::candidates(&parse(&bytes).unwrap()).unwrap()),
+        ["/bin/sh"]
+    );
+    let bytes = encode(&payload("", None)).unwrap();
+    assert!(strings(crate::supervise::candidates(&parse(&bytes).unwrap()).unwrap()).is_empty());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn messages_are_cut_to_their_buffer() {
+    let mut msg = crate::message::Message::new();
+    msg.bytes(&[b'x'; 2000]);
+    assert_eq!(msg.as_bytes().len(), 1024);
+}
