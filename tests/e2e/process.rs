@@ -323,3 +323,29 @@ fn a_bwrap_started_before_the_plan_is_gone_when_the_plan_fails_or_does_not_fit()
     assert_eq!(std::fs::read_to_string(s.project.join("runs")).unwrap(), "ran\n");
     assert!(!String::from_utf8_lossy(&out.stderr).contains("bwrap"), "{out:?}");
 }
+
+#[test]
+fn a_closed_standard_descriptor_is_dev_null_for_paddock_and_the_task() {
+    // paddock starts without std's runtime set-up, so it opens `/dev/null` on a closed
+    // descriptor 0 to 2 itself: nothing it opens later (a lock file, a payload) takes that
+    // number, which the sandbox would then inherit as the task's stdin.
+    if !require_os_sandbox() {
+        return;
+    }
+    use std::os::unix::process::CommandExt;
+    let s = Scratch::new("closed-stdin");
+    for itemize in MODES {
+        let mut cmd = run_itemized(&s, itemize);
+        cmd.args(["--", "readlink", "/proc/self/fd/0"]);
+        // SAFETY: close(2) between fork and exec, async-signal-safe.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::close(0);
+                Ok(())
+            })
+        };
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{itemize:?}: {out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "/dev/null", "{itemize:?}");
+    }
+}
