@@ -269,13 +269,13 @@ impl Spares {
 /// `renameat2(from, to, RENAME_NOREPLACE)`: never replaces what is at `to`, never follows a
 /// symlink at either end.
 #[cfg(target_env = "gnu")]
-fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
+pub(crate) fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
     use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
     renameat2(AT_FDCWD, from, AT_FDCWD, to, RenameFlags::RENAME_NOREPLACE).map_err(io::Error::from)
 }
 
 #[cfg(not(target_env = "gnu"))]
-fn rename_noreplace(_from: &Path, _to: &Path) -> io::Result<()> {
+pub(crate) fn rename_noreplace(_from: &Path, _to: &Path) -> io::Result<()> {
     Err(io::Error::from_raw_os_error(libc::ENOSYS))
 }
 
