@@ -489,16 +489,6 @@ pub(crate) fn handler_of(sig: usize) -> Option<u64> {
     (rc == 0).then_some(old[0])
 }
 
-/// Sets signal `sig` to its default, through the kernel itself (as [`handler_of`]).
-/// Async-signal-safe.
-pub(crate) fn set_default(sig: usize) {
-    let default = [0u64; 4];
-    // SAFETY: rt_sigaction with an all-zero action (SIG_DFL, no flags, empty mask).
-    unsafe {
-        libc::syscall(libc::SYS_rt_sigaction, sig, default.as_ptr(), std::ptr::null_mut::<u64>(), 8)
-    };
-}
-
 fn ignored_here(sig: usize) -> bool {
     handler_of(sig) == Some(libc::SIG_IGN as u64)
 }

@@ -14,11 +14,10 @@
 //! The overlap needs the two on different CPUs. After a spawn the kernel often wakes the
 //! runner on the CPU the new child runs on (half of the runs on a 2-CPU machine with
 //! `posix_spawn`), where they take turns while another CPU idles, and the runner cannot move
-//! the child away since it does not get to run. So bwrap is started by a `vfork`-style child
-//! of our own ([`paddock_linux_bwrap::vfork`]) that first moves itself to the runner's other
-//! CPUs, while the runner pins itself to its own CPU until the child has executed (a vfork
-//! parent is woken where the child runs); the runner then works beside it. Before it hands
-//! over the setup
+//! the child away since it does not get to run. So bwrap is started by a child of our own
+//! that runs beside the runner ([`paddock_linux_bwrap::vfork::spawn_beside`] on x86-64: the
+//! runner goes on while it executes) and is moved to the runner's other CPUs at once; the
+//! runner then works beside it. Before it hands over the setup
 //! (bwrap is blocked reading it then) the runner gives bwrap its whole affinity back, so the
 //! sandbox, which bwrap forks once it has read its setup, has the affinity paddock had.
 //!
@@ -42,6 +41,8 @@ use crate::exec::{Output, SpawnedChild};
 
 /// A bwrap waiting for its arguments. Dropped unused, it is killed and reaped.
 pub struct Prespawned {
+    /// The child until it has executed bwrap ([`Prespawned::started`]).
+    starting: Option<Starting>,
     child: Option<SpawnedChild>,
     program: AbsPathBuf,
     /// The write end of the pipe bwrap reads its arguments from.
@@ -81,11 +82,13 @@ impl Prespawned {
         pairs.push((theirs.as_raw_fd(), SIGNAL_FD));
         keep.push(OwnedFd::from(theirs));
         let max_target = pairs.iter().map(|p| p.1).max().unwrap_or(2);
-        let (pid, affinity) = spawn_elsewhere(bwrap, &pairs, max_target)
+        let (starting, affinity) = spawn_elsewhere(bwrap, &pairs, max_target)
             .with_context(|| format!("cannot start {}", bwrap))?;
+        // The child has copies of its own.
         drop(keep);
-        let child = SpawnedChild { pid, stdout: None, stderr: None };
+        let child = SpawnedChild { pid: starting.pid, stdout: None, stderr: None };
         Ok(Prespawned {
+            starting: Some(starting),
             affinity,
             child: Some(child),
             program: bwrap.clone(),
@@ -99,6 +102,18 @@ impl Prespawned {
     /// environment, `/` as cwd, payloads only at the descriptors it has, the signal channel
     /// at its place, output inherited, and nothing else for the child (`simple`: no extra
     /// or inherited descriptors, no observer).
+    /// Waits for the child to have executed bwrap (it starts beside the runner): whether it
+    /// did. If not, it is reaped and the spawn goes on without it.
+    pub fn started(&mut self) -> bool {
+        if let Some(starting) = self.starting.take()
+            && starting.executed().is_err()
+            && let Some(child) = self.child.take()
+        {
+            let _ = child.wait();
+        }
+        self.child.is_some()
+    }
+
     pub fn fits(&self, plan: &SpawnPlan, output: Output, simple: bool) -> bool {
         let descriptors = plan
             .payloads
@@ -118,6 +133,9 @@ impl Prespawned {
     /// Writes `plan`'s payloads into the memfds, then its arguments into the pipe and closes
     /// it: bwrap goes on. Returns the child and the runner's end of the signal channel.
     pub fn complete(mut self, plan: &SpawnPlan) -> Result<(SpawnedChild, Option<UnixStream>)> {
+        if !self.started() {
+            anyhow::bail!("{} did not start", self.program);
+        }
         for payload in &plan.payloads {
             if payload.fd == ARGS_FD {
                 continue;
@@ -148,6 +166,10 @@ impl Prespawned {
 
 impl Drop for Prespawned {
     fn drop(&mut self) {
+        // Its memory is ours until it has executed.
+        if let Some(starting) = self.starting.take() {
+            let _ = starting.executed();
+        }
         if let Some(child) = self.child.take() {
             // Killed before it reads its (never written) arguments, then reaped.
             // SAFETY: kill on our own child, not reaped yet, so the pid is still its.
@@ -157,21 +179,148 @@ impl Drop for Prespawned {
     }
 }
 
+/// The child starting bwrap, and what it reads, until it has executed.
+struct Starting {
+    pid: libc::pid_t,
+    /// On x86-64 the child runs beside the runner; elsewhere the runner waited for it.
+    #[cfg(target_arch = "x86_64")]
+    beside: paddock_linux_bwrap::vfork::Beside,
+    setup: Box<ChildSetup>,
+}
+
+impl Starting {
+    /// Waits until the child has executed bwrap or failed to (the errno of its `execve`).
+    fn executed(self) -> std::io::Result<()> {
+        #[cfg(target_arch = "x86_64")]
+        self.beside.wait_exec();
+        match self.setup.failed.load(std::sync::atomic::Ordering::Acquire) {
+            0 => Ok(()),
+            errno => Err(std::io::Error::from_raw_os_error(errno)),
+        }
+    }
+}
+
+/// Everything the child reads, made before it starts: it allocates nothing and calls
+/// nothing of the C library ([`ChildSetup::exec`]).
+struct ChildSetup {
+    program: std::ffi::CString,
+    _argv: Vec<std::ffi::CString>,
+    argv_ptrs: Vec<*const libc::c_char>,
+    envp: [*const libc::c_char; 1],
+    /// (descriptor, where bwrap gets it).
+    targets: Vec<(RawFd, RawFd)>,
+    /// The CPUs the child moves to, when the runner has others than its own.
+    others: Option<libc::cpu_set_t>,
+    /// The errno of the child's `execve`, once it failed.
+    failed: std::sync::atomic::AtomicI32,
+}
+
+// SAFETY: its pointers point into its own strings (heap buffers that move with it) or are
+// null; nothing in it is tied to a thread.
+unsafe impl Send for ChildSetup {}
+
+/// The child's view of its setup, which the parent keeps boxed until the child has executed.
+struct SetupRef(*const ChildSetup);
+
+// SAFETY: the pointer is only read, by the child, while the box it points into lives.
+unsafe impl Send for SetupRef {}
+
+/// A system call as the child makes it: directly on x86-64, where it runs beside the
+/// runner and shares its errno (`vfork::raw`); through libc's `syscall` elsewhere, where the
+/// runner waits. The kernel's result either way (-errno on failure).
+///
+/// # Safety
+/// As [`paddock_linux_bwrap::vfork::raw::syscall`].
+unsafe fn sys(nr: libc::c_long, a: [usize; 6]) -> isize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: the caller's.
+        unsafe { paddock_linux_bwrap::vfork::raw::syscall(nr, a) }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        // SAFETY: the caller's.
+        let r = unsafe { libc::syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]) };
+        if r < 0 {
+            -(std::io::Error::last_os_error().raw_os_error().unwrap_or(0) as isize)
+        } else {
+            r as isize
+        }
+    }
+}
+
+impl ChildSetup {
+    /// The child's side: what `posix_spawn` would do, then `execve`; on failure the errno
+    /// goes into `failed`. Only system calls, on this setup.
+    fn exec(&self) -> libc::c_int {
+        use std::sync::atomic::Ordering;
+        let set_size = std::mem::size_of::<libc::cpu_set_t>();
+        // SAFETY: each call gets valid pointers into this setup or the child's own stack,
+        // sized as the kernel expects (its sigset is 8 bytes, its sigaction 4 words).
+        unsafe {
+            if let Some(set) = &self.others {
+                sys(
+                    libc::SYS_sched_setaffinity,
+                    [0, set_size, std::ptr::from_ref(set) as usize, 0, 0, 0],
+                );
+            }
+            for sig in 1..=64usize {
+                let mut old = [0u64; 4];
+                let queried =
+                    sys(libc::SYS_rt_sigaction, [sig, 0, old.as_mut_ptr() as usize, 8, 0, 0]) == 0;
+                let handled =
+                    queried && old[0] != libc::SIG_DFL as u64 && old[0] != libc::SIG_IGN as u64;
+                if handled || sig == libc::SIGPIPE as usize {
+                    let default = [0u64; 4];
+                    sys(libc::SYS_rt_sigaction, [sig, default.as_ptr() as usize, 0, 8, 0, 0]);
+                }
+            }
+            sys(libc::SYS_setpgid, [0; 6]);
+            let mut ok = sys(libc::SYS_chdir, [c"/".as_ptr() as usize, 0, 0, 0, 0, 0]) == 0;
+            for &(fd, dst) in &self.targets {
+                // dup3 (the sources are above every target, never equal to one).
+                ok = ok
+                    && sys(libc::SYS_dup3, [fd as usize, dst as usize, 0, 0, 0, 0]) == dst as isize;
+            }
+            let mut errno = libc::EBADF;
+            if ok {
+                let empty = 0u64;
+                sys(
+                    libc::SYS_rt_sigprocmask,
+                    [libc::SIG_SETMASK as usize, std::ptr::from_ref(&empty) as usize, 0, 8, 0, 0],
+                );
+                let argv = self.argv_ptrs.as_ptr() as usize;
+                let r = sys(
+                    libc::SYS_execve,
+                    [self.program.as_ptr() as usize, argv, self.envp.as_ptr() as usize, 0, 0, 0],
+                );
+                errno = i32::try_from(-r).unwrap_or(libc::EINVAL);
+            }
+            self.failed.store(errno, Ordering::Release);
+            sys(libc::SYS_exit_group, [127, 0, 0, 0, 0, 0]);
+        }
+        127
+    }
+}
+
 /// Starts `bwrap` (with every plan's command line, its descriptors at `pairs`' targets) from
-/// a `vfork`-style child that first moves itself to this process's other CPUs, if it has
-/// any; returns its pid and this process's affinity when it did move. What the child does
-/// before it executes is what `posix_spawn` would: its own process group, `/` as cwd, the
-/// descriptors moved (every other one is close-on-exec: `exec::moved_above`), signal
-/// handlers back to their default (`SIGPIPE` too; glibc's internal signals as they are
-/// here), an empty signal mask.
+/// a child that first moves itself to this process's other CPUs, if it has any; returns it,
+/// and this process's affinity when it did move. What the child does before it executes is
+/// what `posix_spawn` would: its own process group, `/` as cwd, the descriptors moved (every
+/// other one is close-on-exec: `exec::moved_above`), signal handlers back to their default
+/// (`SIGPIPE` too; glibc's internal signals as they are here), an empty signal mask.
+///
+/// On x86-64 the child runs beside the runner (`vfork::spawn_beside`), which goes on with
+/// its work: it does not sleep while bwrap's `execve` runs, nor wait for its idle CPU to wake
+/// up after. Elsewhere it is a `vfork` child, and the runner pins itself to its own CPU until
+/// the child has executed (a vfork parent is woken where the child runs).
 fn spawn_elsewhere(
     bwrap: &AbsPathBuf,
     pairs: &[(RawFd, RawFd)],
     max_target: RawFd,
-) -> Result<(libc::pid_t, Option<libc::cpu_set_t>)> {
+) -> Result<(Starting, Option<libc::cpu_set_t>)> {
     use std::ffi::CString;
     use std::os::unix::ffi::OsStrExt;
-    use std::sync::atomic::{AtomicI32, Ordering};
 
     let cstr = |b: &[u8]| CString::new(b).context("a NUL byte in bwrap's command line");
     let program = cstr(bwrap.as_os_str().as_bytes())?;
@@ -181,8 +330,6 @@ fn spawn_elsewhere(
         .collect::<Result<_>>()?;
     let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
     argv_ptrs.push(std::ptr::null());
-    let envp: [*const libc::c_char; 1] = [std::ptr::null()];
-    let root = c"/";
 
     let moved =
         crate::exec::moved_above(pairs, max_target).context("cannot hand bwrap its descriptors")?;
@@ -192,7 +339,7 @@ fn spawn_elsewhere(
     // The CPUs but this one, when there are others.
     let set_size = std::mem::size_of::<libc::cpu_set_t>();
     // SAFETY: an all-zero cpu_set_t is the empty set; the calls get valid pointers and sizes.
-    let (before, others) = unsafe {
+    let (before, here, others) = unsafe {
         let mut before: libc::cpu_set_t = std::mem::zeroed();
         let ok = libc::sched_getaffinity(0, set_size, &mut before) == 0;
         let cpu = libc::sched_getcpu();
@@ -203,17 +350,20 @@ fn spawn_elsewhere(
             libc::CPU_SET(cpu, &mut here);
         }
         let any = ok && cpu >= 0 && libc::CPU_COUNT(&others) > 0;
-        // The kernel wakes a vfork parent where the child runs: pinned to its own CPU
-        // until the child has executed, this process stays beside it.
-        if any {
-            libc::sched_setaffinity(0, set_size, &here);
-        }
-        (before, any.then_some(others))
+        (before, here, any.then_some(others))
     };
-    let failed = AtomicI32::new(0);
+    let setup = Box::new(ChildSetup {
+        program,
+        _argv: argv,
+        argv_ptrs,
+        envp: [std::ptr::null()],
+        targets,
+        others,
+        failed: std::sync::atomic::AtomicI32::new(0),
+    });
 
-    // No signal reaches the child before it has reset the handlers it shares with this
-    // process (they would run on our memory).
+    // No signal reaches the child before it has reset the handlers it has copies of (they
+    // would run on our memory).
     // SAFETY: sigfillset and pthread_sigmask with valid pointers.
     let old_mask = unsafe {
         let mut all: libc::sigset_t = std::mem::zeroed();
@@ -222,50 +372,48 @@ fn spawn_elsewhere(
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
         old
     };
-    let spawned = paddock_linux_bwrap::vfork::spawn(|| {
-        if let Some(set) = &others {
-            // SAFETY: sched_setaffinity on this child with a set prepared before the clone.
-            unsafe { libc::sched_setaffinity(0, set_size, set) };
+    let setup_ref = SetupRef(&*setup);
+    #[cfg(target_arch = "x86_64")]
+    let spawned = {
+        let _ = here;
+        let beside = paddock_linux_bwrap::vfork::spawn_beside(move || {
+            let setup = setup_ref;
+            // SAFETY: the setup is boxed in the `Starting` returned, which waits for the
+            // child to have executed before it lets the box go.
+            unsafe { &*setup.0 }.exec()
+        });
+        if let (Ok(child), Some(set)) = (&beside, &others) {
+            // A new child may be queued on this CPU, where it would wait for the runner,
+            // which does not sleep: moved now, it starts on another.
+            // SAFETY: sched_setaffinity on our own child with a valid set.
+            unsafe { libc::sched_setaffinity(child.pid(), set_size, set) };
         }
-        for sig in 1..=64usize {
-            let handled = crate::exec::handler_of(sig)
-                .is_some_and(|h| h != libc::SIG_DFL as u64 && h != libc::SIG_IGN as u64);
-            if handled || sig == libc::SIGPIPE as usize {
-                crate::exec::set_default(sig);
-            }
-        }
-        // SAFETY: syscalls on this child's own state with data prepared before the clone;
-        // nothing allocates.
-        unsafe {
-            libc::setpgid(0, 0);
-            let ok = libc::chdir(root.as_ptr()) == 0
-                && targets.iter().all(|(fd, dst)| libc::dup2(*fd, *dst) == *dst);
-            if ok {
-                let empty: libc::sigset_t = std::mem::zeroed();
-                libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-                libc::execve(program.as_ptr(), argv_ptrs.as_ptr(), envp.as_ptr());
-            }
-            failed.store(*libc::__errno_location(), Ordering::SeqCst);
-            libc::_exit(127)
-        }
-    });
-    // SAFETY: restoring this thread's own mask and affinity.
-    unsafe {
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old_mask, std::ptr::null_mut());
+        beside.map(|beside| Starting { pid: beside.pid(), beside, setup })
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let spawned = {
+        // The kernel wakes a vfork parent where the child runs: pinned to its own CPU
+        // until the child has executed, this process stays beside it.
         if others.is_some() {
-            libc::sched_setaffinity(0, set_size, &before);
+            // SAFETY: sched_setaffinity on this thread with a valid set.
+            unsafe { libc::sched_setaffinity(0, set_size, &here) };
         }
-    }
+        let pid = paddock_linux_bwrap::vfork::spawn(|| {
+            // SAFETY: the setup outlives the child's use: the parent is suspended until the
+            // child has executed.
+            unsafe { &*setup_ref.0 }.exec()
+        });
+        if others.is_some() {
+            // SAFETY: restoring this thread's affinity.
+            unsafe { libc::sched_setaffinity(0, set_size, &before) };
+        }
+        pid.map(|pid| Starting { pid, setup })
+    };
+    // SAFETY: restoring this thread's own mask.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old_mask, std::ptr::null_mut()) };
     drop(moved);
-    let pid = spawned.context("clone")?;
-    let errno = failed.load(Ordering::SeqCst);
-    if errno != 0 {
-        let mut status = 0;
-        // SAFETY: reaping our own child, which has exited.
-        unsafe { libc::waitpid(pid, &mut status, 0) };
-        return Err(std::io::Error::from_raw_os_error(errno)).context("exec");
-    }
-    Ok((pid, others.map(|_| before)))
+    let starting = spawned.context("clone")?;
+    Ok((starting, others.map(|_| before)))
 }
 
 /// Where a run's prespawned bwrap waits for the spawn that uses it (the first one that fits).
@@ -281,5 +429,44 @@ impl PrespawnSlot {
     /// Takes the waiting bwrap, if there still is one.
     pub fn take(&self) -> Option<Prespawned> {
         self.0.lock().ok().and_then(|mut p| p.take())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bwrap_that_cannot_be_executed_is_reported_and_reaped_not_used() {
+        let missing = AbsPathBuf::new_lexical("/nonexistent/paddock-test/bwrap").unwrap();
+        let mut pre = Prespawned::start(&missing).unwrap();
+        let pid = pre.child.as_ref().unwrap().pid;
+        assert!(!pre.started(), "a child whose execve failed is not a bwrap");
+        assert!(pre.child.is_none());
+        // Reaped: no such child any more.
+        // SAFETY: waitpid with WNOHANG on a pid that was our child.
+        let r = unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
+        assert_eq!(r, -1, "reaped already");
+        drop(pre);
+    }
+
+    #[test]
+    fn a_prespawned_bwrap_waits_and_is_killed_when_dropped() {
+        let Some(bwrap) = ["/usr/bin/bwrap", "/usr/local/bin/bwrap"]
+            .iter()
+            .find(|p| Path::new(p).exists())
+            .and_then(AbsPathBuf::new_lexical)
+        else {
+            println!("SKIPPED: bwrap is not installed");
+            return;
+        };
+        let mut pre = Prespawned::start(&bwrap).unwrap();
+        assert!(pre.started());
+        let pid = pre.child.as_ref().unwrap().pid;
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
+        assert_eq!(exe, Path::new(bwrap.as_path()), "bwrap itself, waiting for its setup");
+        drop(pre);
+        // SAFETY: kill with signal 0 only checks for the process.
+        assert_ne!(unsafe { libc::kill(pid, 0) }, 0, "killed and reaped");
     }
 }
