@@ -78,7 +78,14 @@ impl AbsPathBuf {
 
     /// Whether `self` is `other` or lies below it, by whole components.
     pub fn starts_with(&self, other: &AbsPathBuf) -> bool {
-        self.0.starts_with(&other.0)
+        // Both are lexically normal (`/` then names joined by single slashes, no trailing
+        // one), so a component-wise prefix is a byte prefix ending at a slash: resolution
+        // asks this thousands of times per run, and `Path::starts_with` walks components.
+        let (path, base) =
+            (self.0.as_os_str().as_encoded_bytes(), other.0.as_os_str().as_encoded_bytes());
+        base == b"/"
+            || path == base
+            || (path.len() > base.len() && path.starts_with(base) && path[base.len()] == b'/')
     }
 
     /// The part of `self` below `base`, if `self` is under `base`.
@@ -230,6 +237,19 @@ mod tests {
         let b = AbsPathBuf::new_lexical("/home/u/project").unwrap();
         assert!(!b.starts_with(&a));
         assert!(a.join("x").starts_with(&a));
+    }
+
+    proptest::proptest! {
+        /// The byte comparison agrees with `Path::starts_with` on whatever lexically normal
+        /// paths are made of (names with dots, slashes, `..`, the root).
+        #[test]
+        fn starts_with_agrees_with_paths_by_component(
+            a in "(/(a|b|ab|\\.|\\.\\.|a\\.b|)){0,5}/?",
+            b in "(/(a|b|ab|\\.|\\.\\.|a\\.b|)){0,5}/?",
+        ) {
+            let (a, b) = (AbsPathBuf::new_lexical(format!("/{a}")).unwrap(), AbsPathBuf::new_lexical(format!("/{b}")).unwrap());
+            proptest::prop_assert_eq!(a.starts_with(&b), a.as_path().starts_with(b.as_path()), "{} {}", a, b);
+        }
     }
 
     #[test]

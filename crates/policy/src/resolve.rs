@@ -535,11 +535,20 @@ impl<'a> Resolver<'a> {
         }
         let mut out: Vec<ProtectedPath> = Vec::new();
         let mut pinned: Vec<AbsPathBuf> = Vec::new();
+        // Most names share a parent (the project, its `.git`): each is canonicalized once.
+        let mut parents: Vec<(AbsPathBuf, AbsPathBuf)> = Vec::new();
         for (path, rule, _dir) in wanted {
             // Canonicalize the parent: the name itself must not be a link (checked below).
             let Some(parent) = path.parent() else { continue };
             let Some(file_name) = path.file_name() else { continue };
-            let (parent_real, _) = canonicalize(self.host, parent.as_path())?;
+            let parent_real = match parents.iter().find(|(p, _)| *p == parent) {
+                Some((_, real)) => real.clone(),
+                None => {
+                    let (real, _) = canonicalize(self.host, parent.as_path())?;
+                    parents.push((parent, real.clone()));
+                    real
+                }
+            };
             let real = parent_real.join(file_name);
             let Some(grant) = write
                 .iter()
