@@ -62,10 +62,14 @@ fn run() -> u8 {
         if let Some(code) = paddock_linux_bwrap::run_hidden_subcommand(&args) {
             return u8::try_from(code.clamp(0, 255)).unwrap_or(125);
         }
+        paddock::commands::prespawn_early(&args);
     }
     let cli = match paddock::args::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
+            // A bwrap started for a `run` that is not one after all goes first.
+            #[cfg(target_os = "linux")]
+            drop(paddock::prespawn::take_early());
             let code = if e.use_stderr() { paddock::commands::EXIT_PADDOCK_ERROR } else { 0 };
             let _ = e.print();
             return code;

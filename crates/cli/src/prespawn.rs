@@ -102,6 +102,11 @@ impl Prespawned {
     /// environment, `/` as cwd, payloads only at the descriptors it has, the signal channel
     /// at its place, output inherited, and nothing else for the child (`simple`: no extra
     /// or inherited descriptors, no observer).
+    /// The bwrap it runs.
+    pub fn program(&self) -> &AbsPathBuf {
+        &self.program
+    }
+
     /// Waits for the child to have executed bwrap (it starts beside the runner): whether it
     /// did. If not, it is reaped and the spawn goes on without it.
     pub fn started(&mut self) -> bool {
@@ -414,6 +419,21 @@ fn spawn_elsewhere(
     drop(moved);
     let starting = spawned.context("clone")?;
     Ok((starting, others.map(|_| before)))
+}
+
+/// The bwrap started before the command line was parsed (`commands::prespawn_early`).
+static EARLY: Mutex<Option<Prespawned>> = Mutex::new(None);
+
+/// Starts a bwrap for [`take_early`]; failing, there is none.
+pub fn start_early(bwrap: &AbsPathBuf) {
+    if let (Ok(pre), Ok(mut slot)) = (Prespawned::start(bwrap), EARLY.lock()) {
+        *slot = Some(pre);
+    }
+}
+
+/// The bwrap [`start_early`] started, if any (once).
+pub fn take_early() -> Option<Prespawned> {
+    EARLY.lock().ok().and_then(|mut slot| slot.take())
 }
 
 /// Where a run's prespawned bwrap waits for the spawn that uses it (the first one that fits).

@@ -85,6 +85,16 @@ pub fn probe() -> &'static Probe {
     PROBE.get_or_init(collect)
 }
 
+/// The first bwrap of the probe's list that can be trusted (what [`facts`] finds when its
+/// cache is valid), found without the rest of the probe.
+pub fn trusted_bwrap() -> Option<paddock_policy::AbsPathBuf> {
+    BWRAP_PATHS
+        .iter()
+        .map(Path::new)
+        .find(|p| p.exists() && trusted_helper(p).is_ok())
+        .and_then(paddock_policy::AbsPathBuf::new_lexical)
+}
+
 /// The facts for planning a run, cheaply: from a cache of an earlier full probe when it is
 /// still valid, else from [`probe`] (which refreshes the cache). Memoized per process.
 ///
