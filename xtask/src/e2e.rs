@@ -97,10 +97,11 @@ const STRACE_PATHS: &[&str] = &["/usr/bin/strace", "/usr/local/bin/strace", "/bi
 /// Builds the suite and runs it once per entry of `runs`; every run must pass.
 pub fn matrix(root: &Path, runs: &[SuiteRun]) -> Result<()> {
     run(cargo().args(["build", "-p", "paddock", "-p", "paddock-tests"]))?;
-    // These runs start the static supervisor and, for untraced runs, the one without a C
-    // library (as a release build does); the test run before them had the dynamic one, and
-    // the unprivileged runs stage `paddock` alone, which then re-executes itself as the
-    // supervisor.
+    // These runs start a static paddock, the static supervisor and, for untraced runs, the
+    // one without a C library (as a release build does); the test run before them had them
+    // dynamic, and the unprivileged runs stage `paddock` alone, which then re-executes
+    // itself as the supervisor.
+    crate::static_paddock(false);
     crate::static_supervisor(false);
     crate::nolibc_supervisor(false);
     let exe = suite_binary()?;

@@ -5,7 +5,7 @@
 //! - `test-linux`: the end-to-end suite as root and as an unprivileged user, itemizing with
 //!   the observers (also with strace hidden) and with strace.
 //! - `test-macos`: the end-to-end suite against sandbox-exec (on macOS only).
-//! - `build`: a release build: `paddock`, `paddock-supervisor` linked statically, and
+//! - `build`: a release build: `paddock` and `paddock-supervisor` linked statically, and
 //!   `paddock-supervisor-nolibc` without a C library (see [`build_release`]).
 //! - `bench spawn`: `paddock run -- true` against bare bwrap and bare `true`.
 //! - `bench trace`: what itemizing costs (untraced, the observers, strace, plain strace) on six
@@ -61,9 +61,9 @@ fn project_root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("."))
 }
 
-/// Builds `paddock` (release) and, next to it, `paddock-supervisor` linked statically and
-/// `paddock-supervisor-nolibc` without a C library ([`nolibc_supervisor`]); returns
-/// `paddock`'s path.
+/// Builds `paddock` (release, linked statically: [`static_paddock`]) and, next to it,
+/// `paddock-supervisor` linked statically and `paddock-supervisor-nolibc` without a C library
+/// ([`nolibc_supervisor`]); returns `paddock`'s path.
 ///
 /// The supervisor starts inside every sandbox, so its start-up is on every task's path: a
 /// static binary starts without the dynamic loader's work (about 0.4 ms less per run here).
@@ -73,6 +73,7 @@ fn project_root() -> PathBuf {
 /// the glibc it was built with): `cargo rustc` passes it to that binary alone.
 pub fn build_release(root: &Path) -> Result<PathBuf> {
     run(cargo().args(["build", "--release", "-p", "paddock"]))?;
+    static_paddock(true);
     static_supervisor(true);
     nolibc_supervisor(true);
     Ok(target_dir(root).join("release/paddock"))
@@ -99,6 +100,40 @@ pub fn static_supervisor(release: bool) {
     if let Err(e) = run(&mut cmd) {
         eprintln!(
             "xtask: paddock-supervisor stays dynamically linked ({e:#}); install glibc's static libraries (libc6-dev) for the static one"
+        );
+    }
+}
+
+/// Links `paddock` statically (release or debug profile), over the one `cargo build` made,
+/// when glibc is 2.34 or later: from then on glibc has `/etc/hosts` and DNS built in, the
+/// only name services a static paddock uses (see its `main.rs`). Every run then starts
+/// without the dynamic loader's work and libgcc_s's constructor (0.6 ms here). Otherwise, or
+/// when linking fails, the dynamic one stays, and this says so.
+pub fn static_paddock(release: bool) {
+    let version = Command::new("getconf").arg("GNU_LIBC_VERSION").output();
+    let version =
+        version.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
+    let recent = version
+        .trim()
+        .strip_prefix("glibc 2.")
+        .and_then(|minor| minor.split('.').next()?.parse::<u32>().ok())
+        .is_some_and(|minor| minor >= 34);
+    if !recent {
+        eprintln!(
+            "xtask: paddock stays dynamically linked: glibc 2.34 or later has the name services a static paddock needs ({})",
+            version.trim()
+        );
+        return;
+    }
+    let mut cmd = cargo();
+    cmd.arg("rustc");
+    if release {
+        cmd.arg("--release");
+    }
+    cmd.args(["-p", "paddock", "--bin", "paddock", "--", "-C", "target-feature=+crt-static"]);
+    if let Err(e) = run(&mut cmd) {
+        eprintln!(
+            "xtask: paddock stays dynamically linked ({e:#}); install glibc's static libraries (libc6-dev) for the static one"
         );
     }
 }

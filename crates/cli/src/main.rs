@@ -9,6 +9,10 @@
 //! `paddock plan | head`), descriptors 0 to 2 are open (`/dev/null` for a closed one, so that
 //! nothing paddock opens takes their place), and a panic exits 101 with its message rather
 //! than unwinding out of `main`. A stack overflow is a plain `SIGSEGV`.
+//!
+//! `cargo xtask build` links it statically (see `builtin_name_services_only` for what that
+//! changes): it then starts without the dynamic loader's work and libgcc_s's constructor
+//! (which asks the CPU what it is again), 0.6 ms sooner per run here.
 
 #![cfg_attr(unix, no_main)]
 
@@ -24,11 +28,29 @@ pub extern "C" fn main(
     // SAFETY: signal(2) with a valid signal number and SIG_IGN, before any thread runs.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
     standard_descriptors_open();
+    #[cfg(all(target_os = "linux", target_env = "gnu", target_feature = "crt-static"))]
+    builtin_name_services_only();
     match std::panic::catch_unwind(run) {
         // `ExitCode` has no accessor: its `Termination` gives the status to exit with.
         Ok(code) => std::ffi::c_int::from(code),
         Err(_) => 101,
     }
+}
+
+/// Linked statically (`cargo xtask build`), paddock resolves names (its egress proxy's) through
+/// `/etc/hosts` and DNS only, which glibc has built in since 2.34: another name service in
+/// `/etc/nsswitch.conf` (mdns, systemd-resolved's, sss) is a module that a static glibc would
+/// load with the system's shared C library, a second C library in one process.
+#[cfg(all(target_os = "linux", target_env = "gnu", target_feature = "crt-static"))]
+fn builtin_name_services_only() {
+    unsafe extern "C" {
+        fn __nss_configure_lookup(
+            database: *const std::ffi::c_char,
+            services: *const std::ffi::c_char,
+        ) -> std::ffi::c_int;
+    }
+    // SAFETY: two NUL-terminated strings, before any thread runs.
+    unsafe { __nss_configure_lookup(c"hosts".as_ptr(), c"files dns".as_ptr()) };
 }
 
 /// Descriptors 0 to 2 that are closed are opened on `/dev/null`, as std's runtime does.

@@ -214,8 +214,27 @@ fn write_cache(facts: &HostFacts) {
     }
 }
 
-/// Says which executables run as the sandbox's supervisor, and how they are linked.
+/// Says how paddock and the executables that run as the sandbox's supervisor are linked.
 fn report_supervisor(report: &mut CheckReport, facts: &HostFacts) {
+    if let Some(exe) = &facts.self_exe {
+        match dynamic_interpreter(exe) {
+            Some(false) => report.push(
+                "paddock",
+                Status::Ok,
+                format!(
+                    "{} is statically linked: its egress proxy resolves names through /etc/hosts and DNS only",
+                    exe.display()
+                ),
+                None,
+            ),
+            _ => report.push(
+                "paddock",
+                Status::Ok,
+                format!("{} is dynamically linked", exe.display()),
+                Some("`cargo xtask build` links it statically (glibc 2.34 or later): every run starts about 0.6 ms sooner"),
+            ),
+        }
+    }
     match &facts.supervisor_exe {
         Some(path) if dynamic_interpreter(path) == Some(false) => report.push(
             "supervisor",
