@@ -6,7 +6,6 @@
 //! made; with spares ([`crate::spares`]) it is renamed in and out instead. A placeholder
 //! another live run binds is left for the last run out ([`crate::runtime_dir`]).
 
-use std::fs::File;
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -207,16 +206,29 @@ fn write_manifest_of<'a>(
     // Written aside and renamed over: concurrent runs read it (their resolution takes the
     // listed placeholders for another run's), and a rewrite read half-done (empty after the
     // truncation) made them take this run's `.git` for the user's repository, make their own
-    // `.git/hooks` inside it, and so keep it from being removed.
-    let aside = dir.join(format!(".{PLACEHOLDER_MANIFEST}"));
-    let mut f =
-        File::create(&aside).with_context(|| format!("cannot write {}", aside.display()))?;
+    // `.git/hooks` inside it, and so keep it from being removed. The aside file of a pooled
+    // runtime dir is the last run's manifest (`runtime_dir::RuntimeDir::pool`), overwritten
+    // in place: no inode is made or freed per run (on ext4 every new inode scans past those
+    // freed in the last 30 s), and the rename replaces nothing (replacing a file makes ext4
+    // write the new one out first) but in a second write of one run.
+    let aside = dir.join(MANIFEST_ASIDE);
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&aside)
+        .with_context(|| format!("cannot write {}", aside.display()))?;
     // No fsync: the manifest must survive a kill -9 of paddock, which the page cache already
     // guarantees; a crash of the machine empties the runtime base anyway.
-    f.write_all(&text)?;
+    crate::runtime_dir::overwrite(&f, &text)
+        .with_context(|| format!("cannot write {}", aside.display()))?;
     std::fs::rename(&aside, &path).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
 }
+
+/// Where the manifest is written before it is renamed into place.
+pub const MANIFEST_ASIDE: &str = ".placeholders";
 
 /// Reads a placeholder manifest: `(path, dir)` pairs.
 pub fn read_manifest(dir: &Path) -> Vec<(PathBuf, bool)> {

@@ -128,6 +128,10 @@ impl Drop for RuntimeDir {
 /// Sweeps never look inside: what is there is no run's.
 pub const POOL_DIR: &str = "pool";
 
+/// What a pooled runtime dir holds: its lock file, and the last manifest as the next one's
+/// aside file.
+const POOLED_FILES: [&str; 2] = [LOCK_FILE, crate::placeholders::MANIFEST_ASIDE];
+
 /// How many released runtime dirs the pool keeps; more are removed.
 const POOL_SIZE: usize = 4;
 
@@ -137,9 +141,15 @@ impl RuntimeDir {
     /// removed. Still locked while it moves: no sweep or scan sees it unlocked in the base.
     fn pool(&self) -> bool {
         let dir = self.path.as_path();
+        // The manifest waits as the next run's aside file (see `placeholders`).
+        let manifest = dir.join(crate::placeholders::PLACEHOLDER_MANIFEST);
+        let aside = dir.join(crate::placeholders::MANIFEST_ASIDE);
+        if std::fs::rename(&manifest, &aside).is_err() && manifest.exists() {
+            return false;
+        }
         let Ok(entries) = std::fs::read_dir(dir) else { return false };
         for entry in entries.flatten() {
-            if entry.file_name() == LOCK_FILE {
+            if POOLED_FILES.iter().any(|kept| entry.file_name() == *kept) {
                 continue;
             }
             let path = entry.path();
@@ -151,7 +161,7 @@ impl RuntimeDir {
                 return false;
             }
         }
-        if write_uses(&self.lock, &[]).is_err() {
+        if overwrite(&self.lock, &[]).is_err() {
             return false;
         }
         let Some(pool) = dir.parent().map(|base| base.join(POOL_DIR)) else { return false };
@@ -168,19 +178,23 @@ impl RuntimeDir {
 
 /// A runtime dir from the pool, renamed to `staging` and locked; its lock file is returned.
 /// Runs taking at once each get another (a rename moves a directory once). One holding
-/// anything but a regular, unlocked lock file (a run killed while it released it) is removed,
+/// anything but its regular files ([`POOLED_FILES`], the lock file unlocked) is removed,
 /// and the next is tried.
 fn take_pooled(base: &Path, staging: &Path) -> Option<File> {
     for entry in std::fs::read_dir(base.join(POOL_DIR)).ok()?.flatten() {
         if crate::spares::rename_noreplace(&entry.path(), staging).is_err() {
             continue;
         }
-        let only_the_lock = std::fs::read_dir(staging).is_ok_and(|mut e| {
-            e.next().and_then(|f| f.ok()).is_some_and(|f| {
-                f.file_name() == LOCK_FILE && f.file_type().is_ok_and(|t| t.is_file())
-            }) && e.next().is_none()
+        let mut has_lock = false;
+        let only_its_files = std::fs::read_dir(staging).is_ok_and(|entries| {
+            entries.flatten().all(|f| {
+                has_lock |= f.file_name() == LOCK_FILE;
+                POOLED_FILES.iter().any(|kept| f.file_name() == *kept)
+                    && f.file_type().is_ok_and(|t| t.is_file())
+            })
         });
-        if only_the_lock
+        if only_its_files
+            && has_lock
             && let Ok(lock) = open_lock(staging, true)
             && try_flock(&lock)
         {
@@ -346,7 +360,7 @@ impl RuntimeDir {
             uses.clone_from(&text);
         }
         // Writing does not touch the lock; a reader sees the list once the write returns.
-        write_uses(&self.lock, &text)
+        overwrite(&self.lock, &text)
     }
 }
 
@@ -370,7 +384,7 @@ static USES: std::sync::Mutex<Vec<u8>> = std::sync::Mutex::new(Vec::new());
 pub fn record_uses_again(dir: &Path) -> io::Result<()> {
     let uses = USES.lock().map(|u| u.clone()).unwrap_or_default();
     match open_uses(dir) {
-        Ok(lock) => write_uses(&lock, &uses),
+        Ok(lock) => overwrite(&lock, &uses),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(e),
     }
@@ -379,7 +393,7 @@ pub fn record_uses_again(dir: &Path) -> io::Result<()> {
 /// A release: the sandbox of this run is gone, so nothing it bound is in use any more.
 fn clear_uses(dir: &Path) {
     if let Ok(lock) = open_uses(dir) {
-        let _ = write_uses(&lock, &[]);
+        let _ = overwrite(&lock, &[]);
     }
 }
 
@@ -387,18 +401,18 @@ fn open_uses(dir: &Path) -> io::Result<File> {
     std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NOFOLLOW).open(dir.join(LOCK_FILE))
 }
 
-/// Writes the uses `text` over the lock file's start, the rest of what was there overwritten
-/// with NULs (empty records, which a reader skips). The file never shrinks: on ext4, a file
-/// truncated to nothing gets its data allocated and written out when it is closed
-/// (`auto_da_alloc`), and freeing that block again waits for a discard on a device mounted
-/// with `discard` (0.2 ms per run here). Overwritten in place, the list stays in the page
-/// cache until the file is removed with its directory.
-fn write_uses(lock: &File, text: &[u8]) -> io::Result<()> {
+/// Writes `text` (uses, a manifest: NUL-terminated records) over the start of `file`, the
+/// rest of what was there overwritten with NULs (empty records, which a reader skips). The
+/// file never shrinks: on ext4, a file truncated to nothing gets its data allocated and
+/// written out when it is closed (`auto_da_alloc`), and freeing that block again waits for a
+/// discard on a device mounted with `discard` (0.2 ms per run here). Overwritten in place,
+/// the records stay in the page cache.
+pub(crate) fn overwrite(file: &File, text: &[u8]) -> io::Result<()> {
     use std::os::unix::fs::FileExt;
-    let old = usize::try_from(lock.metadata()?.len()).unwrap_or(usize::MAX);
+    let old = usize::try_from(file.metadata()?.len()).unwrap_or(usize::MAX);
     let mut bytes = text.to_vec();
     bytes.resize(bytes.len().max(old.min(1 << 20)), 0);
-    lock.write_all_at(&bytes, 0)
+    file.write_all_at(&bytes, 0)
 }
 
 /// What the live runs other than `own` bind, and the leftover lists in the base.
@@ -673,15 +687,22 @@ mod tests {
         let inode = std::fs::metadata(&path).unwrap().ino();
         std::fs::write(path.join("tmp/left-by-the-task"), "x").unwrap();
         std::fs::write(path.join("bridge.sock"), "").unwrap();
+        std::fs::write(path.join(crate::placeholders::PLACEHOLDER_MANIFEST), "f /p/.bashrc\0")
+            .unwrap();
         first.record_uses([Path::new("/p/.git")].into_iter()).unwrap();
         drop(first);
         assert!(!path.exists() && !lock.exists(), "out of the base");
         let pooled: Vec<PathBuf> =
             std::fs::read_dir(&pool).unwrap().map(|e| e.unwrap().path()).collect();
         assert_eq!(pooled.len(), 1);
-        let kept: Vec<_> =
+        let mut kept: Vec<_> =
             std::fs::read_dir(&pooled[0]).unwrap().map(|e| e.unwrap().file_name()).collect();
-        assert_eq!(kept, [LOCK_FILE], "only the lock file stays");
+        kept.sort();
+        assert_eq!(
+            kept,
+            [crate::placeholders::MANIFEST_ASIDE, LOCK_FILE],
+            "the lock file stays, the manifest waits aside"
+        );
         let uses = std::fs::read(pooled[0].join(LOCK_FILE)).unwrap();
         assert!(crate::placeholders::parse_manifest(&uses).is_empty(), "uses cleared");
         // A sweep leaves the pool alone.
