@@ -29,11 +29,9 @@ pub fn spawn<F: FnOnce() -> libc::c_int>(child: F) -> std::io::Result<libc::pid_
     // closure runs in the child on this process's memory and never returns (see the module
     // doc for what it may do).
     let pid = unsafe {
-        let top = stack.as_mut_ptr().add(STACK);
-        let top = top.sub(top as usize % 16);
         libc::clone(
             entry::<F>,
-            top.cast(),
+            stack_top(&mut stack),
             libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
             std::ptr::from_mut(&mut slot).cast(),
         )
@@ -42,6 +40,12 @@ pub fn spawn<F: FnOnce() -> libc::c_int>(child: F) -> std::io::Result<libc::pid_
         return Err(std::io::Error::last_os_error());
     }
     Ok(pid)
+}
+
+/// The 16-byte aligned top of `stack`, where a child's stack starts (it grows down).
+fn stack_top(stack: &mut [u8]) -> *mut libc::c_void {
+    let end = stack.as_mut_ptr_range().end;
+    end.wrapping_sub(end as usize % 16).cast()
 }
 
 /// A child started by [`spawn_beside`], running beside this process in its memory until it
@@ -132,11 +136,9 @@ pub fn spawn_beside<F: FnOnce() -> libc::c_int + Send + 'static>(
     // 16-byte aligned top. `running` is the child's clear-tid word, which the kernel zeroes
     // and wakes at that moment. The closure only makes raw system calls (see the doc).
     let pid = unsafe {
-        let top = stack.as_mut_ptr().add(STACK);
-        let top = top.sub(top as usize % 16);
         libc::clone(
             entry::<F>,
-            top.cast(),
+            stack_top(&mut stack),
             libc::CLONE_VM | libc::CLONE_CHILD_CLEARTID | libc::SIGCHLD,
             std::ptr::from_mut::<Option<F>>(&mut slot).cast(),
             std::ptr::null_mut::<libc::pid_t>(),

@@ -26,6 +26,17 @@ impl Lab {
     /// Runs `body` in a lab with `addrs` on loopback and `zone` served, or skips loudly (not
     /// root, no namespaces, no `ip`): without a lab these cases cannot be made real.
     pub fn run(s: &Scratch, addrs: &[&str], zone: Zone, body: impl FnOnce(&Lab) + Send) {
+        Lab::run_with_hosts(s, addrs, zone, "files dns", body)
+    }
+
+    /// [`Lab::run`] with `hosts` as the services of nsswitch.conf's `hosts:` line.
+    pub fn run_with_hosts(
+        s: &Scratch,
+        addrs: &[&str],
+        zone: Zone,
+        hosts: &str,
+        body: impl FnOnce(&Lab) + Send,
+    ) {
         if !require_os_sandbox() {
             return;
         }
@@ -37,7 +48,7 @@ impl Lab {
         let files = [
             ("resolv.conf", "nameserver 127.0.0.1\noptions timeout:2 attempts:2\n".to_owned()),
             ("hosts", "127.0.0.1 localhost\n::1 localhost\n".to_owned()),
-            ("nsswitch.conf", nsswitch_with_dns()),
+            ("nsswitch.conf", nsswitch_with_hosts(hosts)),
         ];
         for (name, text) in &files {
             std::fs::write(s.root.join(name), text).unwrap();
@@ -127,16 +138,16 @@ impl Lab {
     }
 }
 
-/// The host's nsswitch.conf with its `hosts:` line replaced by `files dns` (no other
-/// resolver, such as systemd-resolved, between the proxy and the lab's DNS server).
-fn nsswitch_with_dns() -> String {
+/// The host's nsswitch.conf with its `hosts:` line replaced by `hosts` (`files dns`: no
+/// other resolver, such as systemd-resolved, between the proxy and the lab's DNS server).
+fn nsswitch_with_hosts(hosts: &str) -> String {
     let host = std::fs::read_to_string("/etc/nsswitch.conf").unwrap_or_default();
     let mut out: String = host
         .lines()
         .filter(|l| !l.trim_start().starts_with("hosts:"))
         .map(|l| format!("{l}\n"))
         .collect();
-    out.push_str("hosts: files dns\n");
+    out.push_str(&format!("hosts: {hosts}\n"));
     out
 }
 

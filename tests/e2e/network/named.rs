@@ -306,3 +306,34 @@ fn net10_https_through_paddock_and_a_fronted_server_name_is_cut() {
         assert!(stderr(&out).contains(why), "{}", stderr(&out));
     });
 }
+
+#[test]
+fn a_static_paddock_resolves_through_files_and_dns_whatever_nsswitch_adds() {
+    // A static glibc would load any other name service module with the system's shared C
+    // library: a static paddock uses the two glibc has built in. Here nsswitch.conf puts a
+    // service that cannot load first, and stops there when it is unavailable: a dynamic
+    // paddock's proxy then resolves nothing, a static one still reaches the lab's name.
+    const CURL: &str = "/usr/bin/curl";
+    if !Path::new(CURL).exists() {
+        eprintln!("SKIPPED: {CURL} is not installed");
+        return;
+    }
+    let head = std::fs::read(paddock_bin()).unwrap_or_default();
+    let dynamic = head[..head.len().min(4096)].windows(8).any(|w| w == b"ld-linux");
+    let s = Scratch::new("net-nss");
+    let zone: Zone = &[("allowed.test", &["198.18.0.10"])];
+    let hosts = "paddock-no-such-service [UNAVAIL=return] files dns";
+    Lab::run_with_hosts(&s, &["198.18.0.10"], zone, hosts, |_lab| {
+        let allowed = HostServer::start_on("198.18.0.10", "allowed-server");
+        let script = format!("{CURL} -sS -m 10 http://allowed.test:{}/", allowed.port);
+        let out = s
+            .paddock()
+            .args(["run", "--itemize", "off", "--network", "allowed.test"])
+            .args(["--", "sh", "-c", &script])
+            .output()
+            .unwrap();
+        let reached = String::from_utf8_lossy(&out.stdout).contains("allowed-server");
+        assert_eq!(reached, !dynamic, "dynamic {dynamic}: {}", stderr(&out));
+        println!("paddock is {}", if dynamic { "dynamic: NSS stopped" } else { "static" });
+    });
+}
