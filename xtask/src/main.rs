@@ -83,25 +83,23 @@ pub fn build_release(root: &Path) -> Result<PathBuf> {
 /// build` made. Without glibc's static libraries (Debian: libc6-dev) the dynamic one stays,
 /// and this says so.
 pub fn static_supervisor(release: bool) {
+    if let Err(e) = relink(release, "paddock-supervisor", &["-C", "target-feature=+crt-static"]) {
+        eprintln!(
+            "xtask: paddock-supervisor stays dynamically linked ({e:#}); install glibc's static libraries (libc6-dev) for the static one"
+        );
+    }
+}
+
+/// Links `bin` of the `paddock` package again with `rustc_flags` for it alone (`cargo rustc`),
+/// over the one `cargo build` made (release or debug profile).
+fn relink(release: bool, bin: &str, rustc_flags: &[&str]) -> Result<()> {
     let mut cmd = cargo();
     cmd.arg("rustc");
     if release {
         cmd.arg("--release");
     }
-    cmd.args([
-        "-p",
-        "paddock",
-        "--bin",
-        "paddock-supervisor",
-        "--",
-        "-C",
-        "target-feature=+crt-static",
-    ]);
-    if let Err(e) = run(&mut cmd) {
-        eprintln!(
-            "xtask: paddock-supervisor stays dynamically linked ({e:#}); install glibc's static libraries (libc6-dev) for the static one"
-        );
-    }
+    cmd.args(["-p", "paddock", "--bin", bin, "--"]).args(rustc_flags);
+    run(&mut cmd)
 }
 
 /// Links `paddock` statically (release or debug profile), over the one `cargo build` made,
@@ -125,13 +123,7 @@ pub fn static_paddock(release: bool) {
         );
         return;
     }
-    let mut cmd = cargo();
-    cmd.arg("rustc");
-    if release {
-        cmd.arg("--release");
-    }
-    cmd.args(["-p", "paddock", "--bin", "paddock", "--", "-C", "target-feature=+crt-static"]);
-    if let Err(e) = run(&mut cmd) {
+    if let Err(e) = relink(release, "paddock", &["-C", "target-feature=+crt-static"]) {
         eprintln!(
             "xtask: paddock stays dynamically linked ({e:#}); install glibc's static libraries (libc6-dev) for the static one"
         );
@@ -151,16 +143,15 @@ pub fn nolibc_supervisor(release: bool) {
         );
         return;
     }
-    let mut cmd = cargo();
-    cmd.arg("rustc");
-    if release {
-        cmd.arg("--release");
-    }
-    cmd.args(["-p", "paddock", "--bin", "paddock-supervisor-nolibc", "--"]);
-    cmd.args(["--cfg", "paddock_nolibc", "-C", "panic=abort", "-C", "relocation-model=static"]);
-    cmd.args(["-C", "target-feature=+crt-static"]);
-    cmd.args(["-C", "link-arg=-nostartfiles", "-C", "link-arg=-nostdlib"]);
-    if let Err(e) = run(&mut cmd) {
+    let flags = [
+        ["--cfg", "paddock_nolibc"],
+        ["-C", "panic=abort"],
+        ["-C", "relocation-model=static"],
+        ["-C", "target-feature=+crt-static"],
+        ["-C", "link-arg=-nostartfiles"],
+        ["-C", "link-arg=-nostdlib"],
+    ];
+    if let Err(e) = relink(release, "paddock-supervisor-nolibc", flags.as_flattened()) {
         eprintln!(
             "xtask: paddock-supervisor-nolibc stays linked with the C library ({e:#}); untraced runs start about 0.3 ms later"
         );
