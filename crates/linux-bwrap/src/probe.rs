@@ -86,13 +86,21 @@ pub fn probe() -> &'static Probe {
 }
 
 /// The first bwrap of the probe's list that can be trusted (what [`facts`] finds when its
-/// cache is valid), found without the rest of the probe.
+/// cache is valid), found without the rest of the probe. Memoized per process: a run asks
+/// for it before its command line is parsed, and [`facts`] again.
 pub fn trusted_bwrap() -> Option<paddock_policy::AbsPathBuf> {
-    BWRAP_PATHS
-        .iter()
-        .map(Path::new)
-        .find(|p| p.exists() && trusted_helper(p).is_ok())
-        .and_then(paddock_policy::AbsPathBuf::new_lexical)
+    static BWRAP: OnceLock<Option<paddock_policy::AbsPathBuf>> = OnceLock::new();
+    BWRAP
+        .get_or_init(|| {
+            first_trusted_quietly(BWRAP_PATHS).and_then(paddock_policy::AbsPathBuf::new_lexical)
+        })
+        .clone()
+}
+
+/// The first of `paths` that exists and can be trusted ([`trusted_helper`]), without saying
+/// why the others cannot (the probe's [`first_trusted`] says).
+fn first_trusted_quietly(paths: &'static [&'static str]) -> Option<&'static Path> {
+    paths.iter().map(Path::new).find(|p| p.exists() && trusted_helper(p).is_ok())
 }
 
 /// The facts for planning a run, cheaply: from a cache of an earlier full probe when it is
@@ -144,10 +152,9 @@ fn cache_path() -> Option<PathBuf> {
 fn read_cache() -> Option<HostFacts> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
-    let bwrap =
-        BWRAP_PATHS.iter().map(Path::new).find(|p| p.exists() && trusted_helper(p).is_ok())?;
-    let strace =
-        STRACE_PATHS.iter().map(Path::new).find(|p| p.exists() && trusted_helper(p).is_ok());
+    let bwrap = trusted_bwrap()?;
+    let bwrap = bwrap.as_path();
+    let strace = first_trusted_quietly(STRACE_PATHS);
     let mut text = String::new();
     std::fs::OpenOptions::new()
         .read(true)
