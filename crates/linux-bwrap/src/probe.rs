@@ -224,36 +224,26 @@ fn write_cache(facts: &HostFacts) {
 /// Says how paddock and the executables that run as the sandbox's supervisor are linked.
 fn report_supervisor(report: &mut CheckReport, facts: &HostFacts) {
     if let Some(exe) = &facts.self_exe {
-        match dynamic_interpreter(exe) {
-            Some(false) => report.push(
-                "paddock",
-                Status::Ok,
-                format!(
-                    "{} is statically linked: its egress proxy resolves names through /etc/hosts and DNS only",
-                    exe.display()
-                ),
-                None,
+        let shown = exe.display();
+        push_linking(
+            report,
+            "paddock",
+            exe,
+            format!(
+                "{shown} is statically linked: its egress proxy resolves names through /etc/hosts and DNS only"
             ),
-            _ => report.push(
-                "paddock",
-                Status::Ok,
-                format!("{} is dynamically linked", exe.display()),
-                Some("`cargo xtask build` links it statically (glibc 2.34 or later): every run starts about 0.6 ms sooner"),
-            ),
-        }
+            format!("{shown} is dynamically linked"),
+            "`cargo xtask build` links it statically (glibc 2.34 or later): every run starts about 0.6 ms sooner",
+        );
     }
     match &facts.supervisor_exe {
-        Some(path) if dynamic_interpreter(path) == Some(false) => report.push(
+        Some(path) => push_linking(
+            report,
             "supervisor",
-            Status::Ok,
+            path,
             format!("{} (statically linked) runs as the sandbox's pid 1", path.display()),
-            None,
-        ),
-        Some(path) => report.push(
-            "supervisor",
-            Status::Ok,
             format!("{} (dynamically linked) runs as the sandbox's pid 1", path.display()),
-            Some("`cargo xtask build` links it statically: every run starts about 0.4 ms sooner"),
+            "`cargo xtask build` links it statically: every run starts about 0.4 ms sooner",
         ),
         None => report.push(
             "supervisor",
@@ -264,20 +254,16 @@ fn report_supervisor(report: &mut CheckReport, facts: &HostFacts) {
     }
     let nolibc = crate::nolibc::SUPERVISOR_NOLIBC_EXE;
     match &facts.supervisor_nolibc_exe {
-        Some(path) if dynamic_interpreter(path) == Some(false) => report.push(
+        Some(path) => push_linking(
+            report,
             "untraced supervisor",
-            Status::Ok,
+            path,
             format!("{} (no C library) runs as the pid 1 of untraced runs", path.display()),
-            None,
-        ),
-        Some(path) => report.push(
-            "untraced supervisor",
-            Status::Ok,
             format!(
                 "{} (linked with the C library) runs as the pid 1 of untraced runs",
                 path.display()
             ),
-            Some("`cargo xtask build` builds it without a C library: untraced runs start about 0.3 ms sooner"),
+            "`cargo xtask build` builds it without a C library: untraced runs start about 0.3 ms sooner",
         ),
         None => report.push(
             "untraced supervisor",
@@ -285,6 +271,23 @@ fn report_supervisor(report: &mut CheckReport, facts: &HostFacts) {
             format!("untraced runs start the same supervisor (no {nolibc} next to paddock)"),
             Some("`cargo xtask build` puts paddock-supervisor-nolibc next to paddock (x86-64): untraced runs start about 0.3 ms sooner"),
         ),
+    }
+}
+
+/// One line on how the executable at `path` is linked: `statically` when it names no dynamic
+/// loader, else `dynamically` with the `fix`.
+fn push_linking(
+    report: &mut CheckReport,
+    name: &'static str,
+    path: &Path,
+    statically: String,
+    dynamically: String,
+    fix: &str,
+) {
+    if dynamic_interpreter(path) == Some(false) {
+        report.push(name, Status::Ok, statically, None);
+    } else {
+        report.push(name, Status::Ok, dynamically, Some(fix));
     }
 }
 
