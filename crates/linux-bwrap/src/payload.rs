@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::Error;
 
 /// An `OsString` that serializes as text when it is UTF-8 and as hex otherwise.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Bytes(pub OsString);
 
 impl Serialize for Bytes {
@@ -67,8 +67,9 @@ fn bytes_to_os(raw: Vec<u8>) -> Option<OsString> {
 /// The version every supervisor payload carries, checked by the supervisor.
 pub const PAYLOAD_VERSION: &str = env!("CARGO_PKG_VERSION");
 
-/// What the supervisor runs, and where its other inputs are.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// What the supervisor runs, and where its other inputs are. The default is no payload a
+/// supervisor runs (no version, no program): a base for the fields a test sets.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct SupervisorPayload {
     /// The version of this crate that made the plan ([`PAYLOAD_VERSION`]): a supervisor of

@@ -241,12 +241,7 @@ mod tests {
             cwd: crate::payload::Bytes("/".into()),
             seccomp_fd: 5,
             signal_fd: Some(6),
-            relays: Vec::new(),
-            record_fd: None,
-            record_connects: false,
-            refuse_unix_sockets: false,
-            wait_for_tracer: false,
-            strace_inside: None,
+            ..Default::default()
         };
         p.payloads.push(Payload { name: "supervisor".into(), fd: 4, bytes: payload.to_bytes() });
         let attached = attach(p).unwrap();

@@ -22,12 +22,7 @@ fn payload(program: &str, path: Option<&str>) -> SupervisorPayload {
         cwd: Bytes("/work/p".into()),
         seccomp_fd: 5,
         signal_fd: Some(6),
-        relays: Vec::new(),
-        record_fd: None,
-        record_connects: false,
-        refuse_unix_sockets: false,
-        wait_for_tracer: false,
-        strace_inside: None,
+        ..Default::default()
     }
 }
 
