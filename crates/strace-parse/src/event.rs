@@ -291,16 +291,20 @@ impl Timestamp {
             None => (t, None),
         };
         if memchr::memchr(b':', whole).is_some() {
+            // `HH:MM:SS` exactly: the part count is checked before anything is accumulated
+            // (a token of many `:`-parts once overflowed here), and the sum is checked anyway.
+            if memchr::memchr_iter(b':', whole).count() != 2 {
+                return None;
+            }
             let mut secs = 0u32;
-            let mut parts = 0;
             for part in whole.split(|&c| c == b':') {
                 if part.is_empty() || part.len() > 2 {
                     return None;
                 }
-                secs = secs * 60 + u32::try_from(parse_digits(part)?).ok()?;
-                parts += 1;
+                let part = u32::try_from(parse_digits(part)?).ok()?;
+                secs = secs.checked_mul(60)?.checked_add(part)?;
             }
-            (parts == 3).then_some(Timestamp::TimeOfDay { secs, nanos: frac })
+            Some(Timestamp::TimeOfDay { secs, nanos: frac })
         } else {
             Some(Timestamp::Seconds { secs: parse_digits(whole)?, nanos: frac? })
         }
@@ -317,7 +321,13 @@ fn parse_digits(t: &[u8]) -> Option<u64> {
     if t.is_empty() || t.len() > 19 {
         return None;
     }
-    t.iter().try_fold(0u64, |acc, &c| c.is_ascii_digit().then(|| acc * 10 + u64::from(c - b'0')))
+    // 19 digits always fit a u64; checked all the same, so that no length limit is load-bearing.
+    t.iter().try_fold(0u64, |acc, &c| {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        acc.checked_mul(10)?.checked_add(u64::from(c - b'0'))
+    })
 }
 
 /// A decimal fraction (1 to 9 digits) in nanoseconds.
