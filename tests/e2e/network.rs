@@ -37,7 +37,12 @@ impl HostServer {
     }
 
     fn start_on(ip: &str, body: &'static str) -> HostServer {
-        let listener = TcpListener::bind((ip, 0)).unwrap();
+        HostServer::start_at(ip, 0, body)
+    }
+
+    /// On `ip:port` (0: any free port).
+    fn start_at(ip: &str, port: u16, body: &'static str) -> HostServer {
+        let listener = TcpListener::bind((ip, port)).unwrap();
         let port = listener.local_addr().unwrap().port();
         let hits = Arc::new(AtomicUsize::new(0));
         let counter = Arc::clone(&hits);

@@ -50,7 +50,8 @@ pub struct PolicyArgs {
     /// Also hide P (a read-deny anchor).
     #[arg(long = "deny-read", value_name = "P")]
     pub deny_read: Vec<OsString>,
-    /// Network: off, on, or a comma-separated list of destinations.
+    /// Network: off, on, or a comma-separated list of destinations (`NAME` grants ports 80
+    /// and 443, `NAME:PORT` that port, `NAME:*` every port).
     #[arg(long = "network", value_name = "off|on|DOMAIN[,DOMAIN...]")]
     pub network: Option<String>,
     /// Allow unix-domain sockets.

@@ -4,7 +4,10 @@ use std::io::Write;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use paddock_policy::{AbsPathBuf, Backend, HostFacts, SpawnPlan, Task, cwd_hint, summarize};
+use paddock_policy::{
+    AbsPathBuf, Backend, DomainPattern, HostFacts, NetworkPolicy, SpawnPlan, Task, cwd_hint,
+    summarize,
+};
 use serde::Serialize;
 
 use crate::args::{BackendArg, CheckArgs, PlanArgs, PolicyArgs, RunArgs};
@@ -105,6 +108,15 @@ fn print_plan_text(out: &mut dyn Write, loaded: &Loaded, plan: &SpawnPlan) -> Re
         writeln!(out, "  {} [{}]", p.path, p.rule)?;
     }
     writeln!(out, "network: {}", serde_json::to_string(&r.network)?)?;
+    if let NetworkPolicy::Filtered { allow, deny } = &r.network {
+        // A name without a port grants the web ports only: say which ports each grant has.
+        let granted: Vec<String> = allow.iter().map(DomainPattern::describe_grant).collect();
+        writeln!(out, "  through the proxy to: {}", granted.join(", "))?;
+        if !deny.is_empty() {
+            let refused: Vec<String> = deny.iter().map(ToString::to_string).collect();
+            writeln!(out, "  refused (every port unless one is named): {}", refused.join(", "))?;
+        }
+    }
     writeln!(out, "unix sockets: {}", serde_json::to_string(&r.unix_sockets)?)?;
     for b in &plan.bridges {
         writeln!(out, "bridge: {}", serde_json::to_string(b)?)?;

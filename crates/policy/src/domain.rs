@@ -1,5 +1,9 @@
 //! Network destinations: the patterns a policy grants (`example.com`, `*.example.com`,
-//! `example.com:443`, `10.1.2.3`) and the host names a task asks for.
+//! `example.com:443`, `example.com:*`, `10.1.2.3`) and the host names a task asks for.
+//!
+//! A granted destination without a port grants the web ports 80 and 443 only; any other port
+//! is listed (`host:22`), or every port with `host:*`. A refused destination without a port
+//! refuses every port.
 //!
 //! Both sides are normalized the same way before they meet: lowercase, one trailing dot
 //! dropped, internationalized names turned into punycode, and IP addresses parsed in every
@@ -82,14 +86,47 @@ pub enum HostPattern {
     Ip(IpAddr),
 }
 
-/// A destination pattern from `allow.network` / `deny.network`: a host pattern and an
-/// optional port.
+/// A destination pattern from `allow.network` / `deny.network`: a host pattern and its
+/// ports.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct DomainPattern {
     /// The host part.
     pub host: HostPattern,
-    /// The port, if the pattern names one; `None` matches every port.
-    pub port: Option<u16>,
+    /// The ports, as written.
+    pub port: PortSpec,
+}
+
+/// The port part of a [`DomainPattern`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PortSpec {
+    /// No port written: a grant covers the web ports 80 and 443 only, a refusal every port.
+    Web,
+    /// `host:PORT`: this port.
+    One(u16),
+    /// `host:*`: every port.
+    Any,
+}
+
+/// The ports a grant without a port covers.
+pub const WEB_PORTS: [u16; 2] = [80, 443];
+
+impl PortSpec {
+    /// Whether a grant with these ports covers `port`.
+    fn grants(self, port: u16) -> bool {
+        match self {
+            PortSpec::Web => WEB_PORTS.contains(&port),
+            PortSpec::One(p) => p == port,
+            PortSpec::Any => true,
+        }
+    }
+
+    /// Whether a refusal with these ports covers `port`: without a port, every one.
+    fn refuses(self, port: u16) -> bool {
+        match self {
+            PortSpec::Web | PortSpec::Any => true,
+            PortSpec::One(p) => p == port,
+        }
+    }
 }
 
 /// Multi-label public suffixes a wildcard must not cover (a wildcard directly over any
@@ -152,8 +189,8 @@ impl DomainPattern {
             let ip: Ipv6Addr =
                 inside.parse().map_err(|_| format!("`{inside}` is not an IPv6 address"))?;
             let port = match after {
-                "" => None,
-                p => Some(parse_port(p.strip_prefix(':').ok_or("expected `:PORT` after `]`")?)?),
+                "" => PortSpec::Web,
+                p => parse_port(p.strip_prefix(':').ok_or("expected `:PORT` after `]`")?)?,
             };
             return Ok(DomainPattern { host: HostPattern::Ip(fold_mapped(ip)), port });
         }
@@ -163,11 +200,14 @@ impl DomainPattern {
                     "`{raw}` is not an IPv6 address; write an address with a port as [ADDR]:PORT"
                 )
             })?;
-            return Ok(DomainPattern { host: HostPattern::Ip(fold_mapped(ip)), port: None });
+            return Ok(DomainPattern {
+                host: HostPattern::Ip(fold_mapped(ip)),
+                port: PortSpec::Web,
+            });
         }
         let (host, port) = match raw.rsplit_once(':') {
-            Some((h, p)) => (h, Some(parse_port(p)?)),
-            None => (raw, None),
+            Some((h, p)) => (h, parse_port(p)?),
+            None => (raw, PortSpec::Web),
         };
         if let Some(base) = host.strip_prefix("*.") {
             if base.contains('*') {
@@ -216,9 +256,10 @@ impl DomainPattern {
         Ok(DomainPattern { host: HostPattern::Exact(name), port })
     }
 
-    /// Whether an allow pattern grants `host:port`. `*.x` matches subdomains of `x` only.
+    /// Whether an allow pattern grants `host:port`. `*.x` matches subdomains of `x` only; a
+    /// pattern without a port grants ports 80 and 443 only.
     pub fn allows(&self, host: &HostName, port: u16) -> bool {
-        self.port.is_none_or(|p| p == port)
+        self.port.grants(port)
             && match (&self.host, host) {
                 (HostPattern::Exact(d), HostName::Domain(h)) => d == h,
                 (HostPattern::Subdomains(d), HostName::Domain(h)) => is_strict_subdomain(h, d),
@@ -228,9 +269,10 @@ impl DomainPattern {
     }
 
     /// Whether a deny pattern refuses `host:port`. A deny entry covers its subdomains too,
-    /// so `deny.network = ["blocked.example"]` also refuses `x.blocked.example`.
+    /// so `deny.network = ["blocked.example"]` also refuses `x.blocked.example`; one without a
+    /// port refuses every port.
     pub fn denies(&self, host: &HostName, port: u16) -> bool {
-        self.port.is_none_or(|p| p == port)
+        self.port.refuses(port)
             && match (&self.host, host) {
                 (HostPattern::Exact(d), HostName::Domain(h)) => d == h || is_strict_subdomain(h, d),
                 (HostPattern::Subdomains(d), HostName::Domain(h)) => is_strict_subdomain(h, d),
@@ -245,13 +287,28 @@ impl fmt::Display for DomainPattern {
         match &self.host {
             HostPattern::Exact(d) => f.write_str(d)?,
             HostPattern::Subdomains(d) => write!(f, "*.{d}")?,
-            HostPattern::Ip(IpAddr::V6(ip)) if self.port.is_some() => write!(f, "[{ip}]")?,
+            HostPattern::Ip(IpAddr::V6(ip)) if self.port != PortSpec::Web => {
+                write!(f, "[{ip}]")?;
+            }
             HostPattern::Ip(ip) => write!(f, "{ip}")?,
         }
-        if let Some(p) = self.port {
-            write!(f, ":{p}")?;
+        match self.port {
+            PortSpec::Web => Ok(()),
+            PortSpec::One(p) => write!(f, ":{p}"),
+            PortSpec::Any => f.write_str(":*"),
         }
-        Ok(())
+    }
+}
+
+impl DomainPattern {
+    /// The pattern with the ports a grant of it covers spelled out, for `paddock plan`:
+    /// `crates.io (ports 80 and 443)`, `github.com:22`, `example.com:* (every port)`.
+    pub fn describe_grant(&self) -> String {
+        match self.port {
+            PortSpec::Web => format!("{self} (ports 80 and 443)"),
+            PortSpec::One(_) => self.to_string(),
+            PortSpec::Any => format!("{self} (every port)"),
+        }
     }
 }
 
@@ -267,10 +324,13 @@ fn is_strict_subdomain(host: &str, base: &str) -> bool {
         && host.as_bytes()[host.len() - base.len() - 1] == b'.'
 }
 
-fn parse_port(text: &str) -> Result<u16, String> {
+fn parse_port(text: &str) -> Result<PortSpec, String> {
+    if text == "*" {
+        return Ok(PortSpec::Any);
+    }
     match text.parse::<u16>() {
-        Ok(p) if p != 0 && !text.starts_with('+') => Ok(p),
-        _ => Err(format!("`{}` is not a port (1-65535)", escape(text))),
+        Ok(p) if p != 0 && !text.starts_with('+') => Ok(PortSpec::One(p)),
+        _ => Err(format!("`{}` is not a port (1-65535, or `*` for every port)", escape(text))),
     }
 }
 

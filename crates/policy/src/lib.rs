@@ -64,7 +64,7 @@ mod tests;
 pub use backend::Backend;
 pub use config::{Format, MAX_CONFIG_BYTES, load_str, parse_toml};
 pub use defaults::{BUILTIN_SECRETS, default_policy};
-pub use domain::{DomainPattern, HostName, HostPattern, is_internal};
+pub use domain::{DomainPattern, HostName, HostPattern, PortSpec, WEB_PORTS, is_internal};
 pub use env::{SAFE_NAMES, build_env, is_secret_name};
 pub use error::{Error, Result};
 pub use host::{FakeHost, FileKind, Host, HostError};

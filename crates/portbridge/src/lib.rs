@@ -111,6 +111,8 @@ mod tracker;
 pub use env::proxy_env;
 pub use error::{Error, Result};
 pub use handoff::{HandoffToTcp, TcpHandoff, handoff_channel};
+#[cfg(feature = "fuzzing")]
+pub use proxy::fuzzing;
 pub use proxy::{
     Proxy, ProxyOptions, Refusal, RefusalReason, Resolver, StaticResolver, SystemResolver,
     TaskHandle, TaskRules,

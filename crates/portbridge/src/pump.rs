@@ -38,17 +38,23 @@ pub(crate) const BUFFER_GROWN: usize = 1024 * 1024;
 /// they may go on to the target.
 pub(crate) type Gate<'a> = &'a mut dyn FnMut(&Stream, &mut Vec<u8>) -> bool;
 
+/// Takes each piece the client sends and appends to the buffer what of it goes on to the
+/// target (the proxy's one request per connection, see `proxy::pipeline`).
+pub(crate) type Meter<'a> = &'a mut dyn FnMut(&[u8], &mut Vec<u8>);
+
 /// Relays between `client` and `target` until both directions end. `first_up` is sent to the
 /// target before anything else (bytes the client sent while a proxy was deciding).
 ///
 /// `gate`, if given, sees the client's first bytes before any reach the target and may refuse
 /// the connection (the proxy's TLS server-name check); the target-to-client direction already
-/// flows meanwhile, so protocols where the server speaks first still work.
+/// flows meanwhile, so protocols where the server speaks first still work. `meter`, if
+/// given, decides what of each later piece from the client goes on.
 pub(crate) fn relay(
     client: Stream,
     target: Stream,
     first_up: Vec<u8>,
     gate: Option<Gate<'_>>,
+    meter: Option<Meter<'_>>,
     counters: &Arc<Counters>,
     tracker: &Arc<Tracker>,
 ) {
@@ -62,7 +68,7 @@ pub(crate) fn relay(
     let (done, down_finished) = crossbeam_channel::bounded::<()>(1);
     let started = tracker.pool.run(Box::new(move || {
         let totals = &down_tracker.total.down;
-        copy_one_way(&target_down, &client_down, &[], &down_counters.down, totals);
+        copy_one_way(&target_down, &client_down, &[], None, &down_counters.down, totals);
         drop(done);
     }));
     if !started {
@@ -76,7 +82,7 @@ pub(crate) fn relay(
         None => true,
     };
     if allowed {
-        copy_one_way(&client, &target, &first, &counters.up, &tracker.total.up);
+        copy_one_way(&client, &target, &first, meter, &counters.up, &tracker.total.up);
     } else {
         client.shutdown(Shutdown::Both);
         target.shutdown(Shutdown::Both);
@@ -85,9 +91,16 @@ pub(crate) fn relay(
     let _ = down_finished.recv();
 }
 
-/// Copies `from` to `to` until end of stream (then half-closes `to`) or an error (then shuts
-/// both down).
-fn copy_one_way(from: &Stream, to: &Stream, first: &[u8], conn: &AtomicU64, total: &AtomicU64) {
+/// Copies `from` to `to` (what `meter` passes of it, when given) until end of stream (then
+/// half-closes `to`) or an error (then shuts both down).
+fn copy_one_way(
+    from: &Stream,
+    to: &Stream,
+    first: &[u8],
+    mut meter: Option<Meter<'_>>,
+    conn: &AtomicU64,
+    total: &AtomicU64,
+) {
     let result = (|| -> io::Result<()> {
         if !first.is_empty() {
             let mut w = to;
@@ -96,6 +109,7 @@ fn copy_one_way(from: &Stream, to: &Stream, first: &[u8], conn: &AtomicU64, tota
             total.fetch_add(first.len() as u64, Ordering::Relaxed);
         }
         let mut buf = vec![0u8; BUFFER];
+        let mut metered = Vec::new();
         let (mut r, mut w) = (from, to);
         loop {
             let n = match r.read(&mut buf) {
@@ -104,9 +118,17 @@ fn copy_one_way(from: &Stream, to: &Stream, first: &[u8], conn: &AtomicU64, tota
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             };
-            w.write_all(&buf[..n])?;
-            conn.fetch_add(n as u64, Ordering::Relaxed);
-            total.fetch_add(n as u64, Ordering::Relaxed);
+            let out = match meter.as_mut() {
+                Some(meter) => {
+                    metered.clear();
+                    meter(&buf[..n], &mut metered);
+                    &metered[..]
+                }
+                None => &buf[..n],
+            };
+            w.write_all(out)?;
+            conn.fetch_add(out.len() as u64, Ordering::Relaxed);
+            total.fetch_add(out.len() as u64, Ordering::Relaxed);
             if n == buf.len() && n < BUFFER_GROWN {
                 // More was waiting: a bulk transfer.
                 buf = vec![0u8; BUFFER_GROWN];

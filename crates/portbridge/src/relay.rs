@@ -200,7 +200,7 @@ fn run(client: Stream, guard: &ConnGuard, target: &Target, options: &RelayOption
     if !guard.tracker.add_socket(guard.id, &upstream) {
         return;
     }
-    pump::relay(client, upstream, Vec::new(), None, &guard.counters, &guard.tracker);
+    pump::relay(client, upstream, Vec::new(), None, None, &guard.counters, &guard.tracker);
 }
 
 /// Connects to the target, retrying while it is not listening yet, until `connect_wait` has

@@ -28,9 +28,11 @@ fn rules(allow: &[&str], deny: &[&str]) -> TaskRules {
     TaskRules { allow: allow.iter().map(p).collect(), deny: deny.iter().map(p).collect() }
 }
 
-/// The P-NET policy of the catalogue, plus extra grants.
+/// The P-NET policy of the catalogue, plus extra grants. The test servers listen on
+/// whatever port they got, so the names are granted on every port (`:*`); a name without a
+/// port grants 80 and 443 only (`names_without_a_port_reach_only_the_web_ports`).
 fn p_net(extra: &[&str]) -> TaskRules {
-    let mut allow = vec!["allowed.test", "*.wild.test"];
+    let mut allow = vec!["allowed.test:*", "*.wild.test:*"];
     allow.extend_from_slice(extra);
     rules(&allow, &["blocked.wild.test"])
 }
@@ -335,7 +337,8 @@ fn net15_name_resolving_to_loopback_is_refused_unless_that_ip_is_granted() {
             .with("compat.test", &[ip("::127.0.0.1")]),
     );
     let names = ["rebind.test", "mixed.test", "private.test", "mapped.test", "compat.test"];
-    let s = setup(rules(&names, &[]), resolver);
+    let grants = names.map(|n| format!("{n}:*"));
+    let s = setup(rules(&grants.each_ref().map(String::as_str), &[]), resolver);
     for name in names {
         let line = status(&s.sock, &format!("{name}:{port}"));
         assert!(line.starts_with("HTTP/1.1 403"), "{name}: {line}");
@@ -357,7 +360,7 @@ fn net15_name_resolving_to_loopback_is_refused_unless_that_ip_is_granted() {
     let echo = tcp_echo_server();
     let resolver = Arc::new(StaticResolver::new().with("rebind.test", &[ip("127.0.0.1")]));
     let grant = format!("127.0.0.1:{}", echo.port());
-    let s = setup(rules(&["rebind.test", &grant], &[]), resolver);
+    let s = setup(rules(&["rebind.test:*", &grant], &[]), resolver);
     let (line, stream) = connect(&s.sock, &format!("rebind.test:{}", echo.port()));
     assert_eq!(line, "HTTP/1.1 200 Connection established");
     assert_eq!(echo_through(stream, b"ok"), echoed(b"ok"));
@@ -369,7 +372,7 @@ fn deny_listed_ip_refuses_a_name_resolving_to_it() {
     let echo = tcp_echo_server();
     let resolver = Arc::new(StaticResolver::new().with("allowed.test", &[ip("127.0.0.1")]));
     let grant = format!("127.0.0.1:{}", echo.port());
-    let s = setup(rules(&["allowed.test", &grant], &["127.0.0.1"]), resolver);
+    let s = setup(rules(&["allowed.test:*", &grant], &["127.0.0.1"]), resolver);
     assert!(status(&s.sock, &format!("allowed.test:{}", echo.port())).starts_with("HTTP/1.1 403"));
     let got = reasons(&s.task);
     assert!(matches!(&got[0].1, RefusalReason::DeniedAddress { .. }), "{got:?}");
@@ -568,8 +571,8 @@ fn tasks_have_their_own_rules_and_reports() {
     let dir = TempDir::new();
     let resolver = sinkhole_resolver(&["a.test", "b.test"]);
     let proxy = Proxy::start(resolver, ProxyOptions::default()).unwrap();
-    let a = proxy.add_task(&dir.join("a"), rules(&["a.test", &grant], &[])).unwrap();
-    let b = proxy.add_task(&dir.join("b"), rules(&["b.test", &grant], &[])).unwrap();
+    let a = proxy.add_task(&dir.join("a"), rules(&["a.test:*", &grant], &[])).unwrap();
+    let b = proxy.add_task(&dir.join("b"), rules(&["b.test:*", &grant], &[])).unwrap();
     assert!(status(a.socket(), &format!("a.test:{port}")).contains(" 200 "));
     assert!(status(a.socket(), &format!("b.test:{port}")).starts_with("HTTP/1.1 403"));
     assert!(status(b.socket(), &format!("b.test:{port}")).contains(" 200 "));
@@ -663,7 +666,7 @@ fn unreachable_granted_destinations_fail_without_a_violation() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let resolver = Arc::new(StaticResolver::new().with("allowed.test", &[ip(LOOPBACK)]));
     let grant = format!("127.0.0.1:{closed}");
-    let s = setup(rules(&["allowed.test", "gone.test", &grant], &[]), resolver.clone());
+    let s = setup(rules(&["allowed.test:*", "gone.test", &grant], &[]), resolver.clone());
     assert!(status(&s.sock, &format!("allowed.test:{closed}")).starts_with("HTTP/1.1 502"));
     let (code, _) = socks(&s.sock, 1, &socks_domain("allowed.test"), closed);
     assert_eq!(code, 0x05, "connection refused");
@@ -692,4 +695,144 @@ fn socks5_ipv6_address_type_reaches_a_listed_ipv6_loopback() {
     // The same address as an IPv4 literal is another destination.
     let (code, _) = socks(&s.sock, 1, &[1, 127, 0, 0, 1], port);
     assert_eq!(code, 0x02);
+}
+
+/// A target that ignores `Connection: close`: it answers the first request head it reads
+/// and keeps reading until the proxy closes; returns every byte it got.
+fn keep_alive_server() -> (std::net::SocketAddr, thread::JoinHandle<Vec<u8>>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let t = thread::spawn(move || {
+        let (mut c, _) = listener.accept().unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut seen = Vec::new();
+        let mut answered = false;
+        let mut buf = [0u8; 4096];
+        loop {
+            match c.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+            }
+            if !answered && seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello").unwrap();
+                answered = true;
+            }
+        }
+        seen
+    });
+    (addr, t)
+}
+
+/// Reads a response with a 5-byte body.
+fn read_hello(c: &UnixStream) -> String {
+    let head = read_response_head(c);
+    let mut body = [0u8; 5];
+    (&*c).read_exact(&mut body).unwrap();
+    head + std::str::from_utf8(&body).unwrap()
+}
+
+#[test]
+fn pipelined_requests_after_the_first_are_checked_reported_and_never_forwarded() {
+    let (addr, server) = keep_alive_server();
+    let port = addr.port();
+    let resolver = sinkhole_resolver(&["allowed.test"]);
+    let grant = format!("127.0.0.1:{port}");
+    let s = setup(p_net(&[&grant]), resolver.clone());
+    let mut c = UnixStream::connect(&s.sock).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let first = format!(
+        "POST http://allowed.test:{port}/a HTTP/1.1\r\nHost: allowed.test:{port}\r\n\
+         Transfer-Encoding: chunked\r\n\r\n4\r\nbody\r\n0\r\n\r\n"
+    );
+    // In the same write: another Host, a URI naming another host, and a granted one.
+    let pipelined = format!(
+        "GET http://allowed.test:{port}/b HTTP/1.1\r\nHost: evil.test\r\n\r\n\
+         GET http://evil.test:{port}/c HTTP/1.1\r\nHost: evil.test:{port}\r\n\r\n\
+         GET http://allowed.test:{port}/d HTTP/1.1\r\n\r\n"
+    );
+    c.write_all(format!("{first}{pipelined}").as_bytes()).unwrap();
+    let answer = read_hello(&c);
+    assert!(answer.starts_with("HTTP/1.1 200 OK") && answer.ends_with("hello"), "{answer}");
+    // Kept alive: one more request after the answer.
+    c.write_all(format!("GET http://evil.test:{port}/e HTTP/1.1\r\n\r\n").as_bytes()).unwrap();
+    thread::sleep(Duration::from_millis(200));
+    c.shutdown(Shutdown::Write).unwrap();
+    let seen = String::from_utf8(server.join().unwrap()).unwrap();
+    assert_eq!(
+        seen,
+        format!(
+            "POST /a HTTP/1.1\r\nHost: allowed.test:{port}\r\nTransfer-Encoding: chunked\r\n\
+             Connection: close\r\n\r\n4\r\nbody\r\n0\r\n\r\n"
+        ),
+        "only the first request reaches the target"
+    );
+    let mut got = reasons(&s.task);
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            (
+                format!("allowed.test:{port}"),
+                RefusalReason::HostMismatch { host: "evil.test".into() }
+            ),
+            (format!("evil.test:{port}"), RefusalReason::NotAllowed),
+        ]
+    );
+    let evil = s.task.stop();
+    assert!(evil.is_empty());
+    assert_eq!(resolver.lookups(), vec!["allowed.test"], "later requests are never resolved");
+}
+
+#[test]
+fn a_kept_alive_request_for_another_host_is_refused_and_counted() {
+    let (addr, server) = keep_alive_server();
+    let port = addr.port();
+    let grant = format!("127.0.0.1:{port}");
+    let s = setup(p_net(&[&grant]), sinkhole_resolver(&["allowed.test"]));
+    let mut c = UnixStream::connect(&s.sock).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    c.write_all(format!("GET http://allowed.test:{port}/ HTTP/1.1\r\n\r\n").as_bytes()).unwrap();
+    assert!(read_hello(&c).ends_with("hello"));
+    for _ in 0..2 {
+        c.write_all(format!("GET http://evil.test:{port}/ HTTP/1.1\r\n\r\n").as_bytes()).unwrap();
+    }
+    thread::sleep(Duration::from_millis(200));
+    c.shutdown(Shutdown::Write).unwrap();
+    let seen = String::from_utf8(server.join().unwrap()).unwrap();
+    assert!(!seen.contains("evil"), "{seen}");
+    let refusals = s.task.take_violations();
+    assert_eq!(refusals.len(), 1, "{refusals:?}");
+    assert_eq!(refusals[0].violation.target.as_deref(), Some(&*format!("evil.test:{port}")));
+    assert_eq!(refusals[0].violation.count, 2);
+}
+
+#[test]
+fn names_without_a_port_reach_only_the_web_ports() {
+    // A public test address: the rules' decision shows as a DNS lookup (granted) or a
+    // refusal before any (not granted); whether it then answers is no violation either way.
+    let resolver = Arc::new(StaticResolver::new().with("allowed.test", &[ip("198.18.0.10")]));
+    let options =
+        ProxyOptions { connect_timeout: Duration::from_millis(200), ..ProxyOptions::default() };
+    let s = setup_with(rules(&["allowed.test"], &[]), resolver.clone(), options);
+    for port in [25, 6379, 22, 8080] {
+        let line = status(&s.sock, &format!("allowed.test:{port}"));
+        assert!(line.starts_with("HTTP/1.1 403"), "{port}: {line}");
+        let (code, _) = socks(&s.sock, 1, &socks_domain("allowed.test"), port);
+        assert_eq!(code, 0x02, "{port}: not allowed");
+    }
+    assert!(resolver.lookups().is_empty(), "refused before any lookup");
+    let mut got = reasons(&s.task);
+    got.sort();
+    let want: Vec<_> = [22, 25, 6379, 8080]
+        .iter()
+        .map(|p| (format!("allowed.test:{p}"), RefusalReason::NotAllowed))
+        .collect();
+    assert_eq!(got, want);
+    for port in [443, 80] {
+        // Granted: 200 where the address answers, 502 where it does not.
+        let line = status(&s.sock, &format!("allowed.test:{port}"));
+        assert!(!line.starts_with("HTTP/1.1 403"), "{port}: {line}");
+    }
+    assert_eq!(resolver.lookups(), vec!["allowed.test", "allowed.test"]);
+    assert!(s.task.take_violations().is_empty());
 }

@@ -1,7 +1,8 @@
 //! The network cases that need names or addresses beyond loopback, each in a [`Lab`]: NET-03
 //! (a refused name is never looked up, over HTTP, CONNECT and SOCKS5), a granted name that
 //! resolves into the LAN (NET-05, NET-15), NET-18's loopback-only grants, curl through
-//! paddock, and HTTPS to a real TLS server with a fronted server name cut (NET-10).
+//! paddock, HTTPS to a real TLS server with a fronted server name cut (NET-10), a name
+//! without a port reaching the web ports only, and pipelined requests checked one by one.
 
 use std::io::{BufRead, BufReader};
 use std::net::{TcpListener, TcpStream};
@@ -39,7 +40,8 @@ fn net03_refused_names_are_never_looked_up() {
             format!("proxy-connect:allowed.test:{a}"),
         ];
         let ops: Vec<&str> = ops.iter().map(String::as_str).collect();
-        let flags = ["--itemize", "off", "--network", "allowed.test"];
+        // The servers listen on whatever port they got: the name is granted on every port.
+        let flags = ["--itemize", "off", "--network", "allowed.test:*"];
         let (all, report, out) = probe_report(&s, &flags, &ops);
         let connect = detail(&all, "proxy-connect", &format!("c4n4ry.exfil.test:{k}"));
         assert!(connect.starts_with("HTTP/1.1 403"), "{connect}: {}", stderr(&out));
@@ -73,7 +75,7 @@ fn net03_refused_names_are_never_looked_up() {
         );
         let out = s
             .paddock()
-            .args(["run", "--itemize", "off", "--network", "allowed.test", "--"])
+            .args(["run", "--itemize", "off", "--network", "allowed.test:*", "--"])
             .args(["/usr/bin/python3", "-c", &socks])
             .output()
             .unwrap();
@@ -101,7 +103,7 @@ fn a_granted_name_resolving_into_the_lan_needs_that_ip_granted() {
             format!("connect:10.77.0.1:{p}"),
         ];
         let ops: Vec<&str> = ops.iter().map(String::as_str).collect();
-        let flags = ["--itemize", "off", "--network", "lan.test,mixed.test"];
+        let flags = ["--itemize", "off", "--network", "lan.test:*,mixed.test:*"];
         let (all, report, out) = probe_report(&s, &flags, &ops);
         assert!(detail(&all, "http", &get).starts_with("HTTP/1.1 403"), "{all:?}");
         assert!(detail(&all, "proxy-connect", &mixed).starts_with("HTTP/1.1 403"), "{all:?}");
@@ -120,7 +122,7 @@ fn a_granted_name_resolving_into_the_lan_needs_that_ip_granted() {
         assert!(stderr(&out).contains(&why), "{}", stderr(&out));
 
         // Granting the LAN address itself lets the name through.
-        let flags = ["--itemize", "off", "--network", &format!("lan.test,10.77.0.1:{p}")];
+        let flags = ["--itemize", "off", "--network", &format!("lan.test:*,10.77.0.1:{p}")];
         let (all, report, _) = probe_report(&s, &flags, &[&format!("http:{get}")]);
         let got = detail(&all, "http", &get);
         assert!(got.starts_with("HTTP/1.0 200") && got.ends_with("lan-service"), "{got}");
@@ -224,7 +226,7 @@ fn curl_through_paddock_reaches_a_granted_name_and_not_another() {
             .paddock()
             .env("http_proxy", "http://127.0.0.1:9")
             .env("HTTP_PROXY", "http://127.0.0.1:9")
-            .args(["run", "--itemize", "off", "--network", "allowed.test", "--report"])
+            .args(["run", "--itemize", "off", "--network", "allowed.test:*", "--report"])
             .arg(&report)
             .args(["--", "sh", "-c", &script])
             .output()
@@ -291,7 +293,7 @@ fn net10_https_through_paddock_and_a_fronted_server_name_is_cut() {
         let report = s.root.join("report.json");
         let out = s
             .paddock()
-            .args(["run", "--itemize", "off", "--network", "allowed.test", "--report"])
+            .args(["run", "--itemize", "off", "--network", "allowed.test:*", "--report"])
             .arg(&report)
             .args(["--", "sh", "-c", &script])
             .output()
@@ -328,12 +330,120 @@ fn a_static_paddock_resolves_through_files_and_dns_whatever_nsswitch_adds() {
         let script = format!("{CURL} -sS -m 10 http://allowed.test:{}/", allowed.port);
         let out = s
             .paddock()
-            .args(["run", "--itemize", "off", "--network", "allowed.test"])
+            .args(["run", "--itemize", "off", "--network", "allowed.test:*"])
             .args(["--", "sh", "-c", &script])
             .output()
             .unwrap();
         let reached = String::from_utf8_lossy(&out.stdout).contains("allowed-server");
         assert_eq!(reached, !dynamic, "dynamic {dynamic}: {}", stderr(&out));
         println!("paddock is {}", if dynamic { "dynamic: NSS stopped" } else { "static" });
+    });
+}
+
+#[test]
+fn a_name_without_a_port_reaches_only_the_web_ports() {
+    // `--network allowed.test` grants ports 80 and 443; mail, redis and ssh on the same
+    // address are refused and reported, and the servers there see nothing.
+    let s = Scratch::new("net-web-ports");
+    let zone: Zone = &[("allowed.test", &["198.18.0.10"])];
+    Lab::run(&s, &["198.18.0.10"], zone, |_lab| {
+        let web = HostServer::start_at("198.18.0.10", 443, "web-server");
+        let others: Vec<HostServer> = [25, 6379, 22]
+            .iter()
+            .map(|&p| HostServer::start_at("198.18.0.10", p, "other-service"))
+            .collect();
+        let ops = [
+            "proxy-connect:allowed.test:443",
+            "proxy-connect:allowed.test:25",
+            "proxy-connect:allowed.test:6379",
+            "proxy-connect:allowed.test:22",
+        ];
+        let flags = ["--itemize", "off", "--network", "allowed.test"];
+        let (all, report, out) = probe_report(&s, &flags, &ops);
+        let granted = detail(&all, "proxy-connect", "allowed.test:443");
+        assert!(granted.contains(" 200"), "{granted}: {}", stderr(&out));
+        for port in [25, 6379, 22] {
+            let got = detail(&all, "proxy-connect", &format!("allowed.test:{port}"));
+            assert!(got.starts_with("HTTP/1.1 403"), "{port}: {got}");
+        }
+        assert_eq!(web.hits(), 1);
+        assert!(others.iter().all(|o| o.hits() == 0), "a refused port saw a connection");
+        let mut targets = network_targets(&report);
+        targets.sort();
+        assert_eq!(targets, ["allowed.test:22", "allowed.test:25", "allowed.test:6379"]);
+
+        // `paddock plan` says which ports a name without one grants.
+        let plan = s.paddock().args(["plan", "--network", "allowed.test,ssh.test:22"]).output();
+        let plan = String::from_utf8_lossy(&plan.unwrap().stdout).into_owned();
+        assert!(plan.contains("allowed.test (ports 80 and 443)"), "{plan}");
+        assert!(plan.contains("ssh.test:22"), "{plan}");
+    });
+}
+
+#[test]
+fn pipelined_requests_for_another_host_are_refused_reported_and_never_forwarded() {
+    // Through `paddock run --network allowed.test`: one connection to the proxy carries a
+    // granted request, then (without waiting) one whose Host is another and one for another
+    // name. A target that ignores `Connection: close` records what reaches it.
+    if !Path::new("/usr/bin/python3").exists() {
+        eprintln!("SKIPPED: the pipelining client is python3");
+        return;
+    }
+    let s = Scratch::new("net-pipelined");
+    let zone: Zone = &[("allowed.test", &["198.18.0.10"]), ("evil.test", &["198.18.0.99"])];
+    Lab::run(&s, &["198.18.0.10", "198.18.0.99"], zone, |lab| {
+        let listener = TcpListener::bind(("198.18.0.10", 80)).unwrap();
+        let target = std::thread::spawn(move || {
+            let (mut c, _) = listener.accept().unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            let (mut seen, mut answered, mut buf) = (Vec::new(), false, [0u8; 4096]);
+            loop {
+                match std::io::Read::read(&mut c, &mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => seen.extend_from_slice(&buf[..n]),
+                }
+                if !answered && seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
+                    std::io::Write::write_all(&mut c, ok).unwrap();
+                    answered = true;
+                }
+            }
+            String::from_utf8_lossy(&seen).into_owned()
+        });
+        let client = "import socket, time\n\
+             s = socket.create_connection(('127.0.0.1', 3128), 10)\n\
+             s.sendall(b'GET http://allowed.test/a HTTP/1.1\\r\\nHost: allowed.test\\r\\n\\r\\n'\n \
+             b'GET http://allowed.test/b HTTP/1.1\\r\\nHost: evil.test\\r\\n\\r\\n'\n \
+             b'GET http://evil.test/c HTTP/1.1\\r\\nHost: evil.test\\r\\n\\r\\n')\n\
+             got = b''\n\
+             while not got.endswith(b'hello'):\n \
+             chunk = s.recv(4096)\n \
+             if not chunk: break\n \
+             got += chunk\n\
+             print(got.split(b'\\r\\n')[0].decode())\n\
+             time.sleep(0.2)\n\
+             s.shutdown(socket.SHUT_WR)\n\
+             s.recv(1)\n";
+        let report = s.root.join("report.json");
+        let out = s
+            .paddock()
+            .args(["run", "--itemize", "off", "--network", "allowed.test", "--report"])
+            .arg(&report)
+            .args(["--", "/usr/bin/python3", "-c", client])
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "HTTP/1.1 200 OK\n", "{}", stderr(&out));
+        let seen = target.join().unwrap();
+        assert_eq!(
+            seen, "GET /a HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n",
+            "only the first request reaches the target"
+        );
+        let report: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+        let mut targets = network_targets(&report);
+        targets.sort();
+        assert_eq!(targets, ["allowed.test:80", "evil.test:80"], "{report}");
+        let why = "the Host header `evil.test` differs from the request's destination";
+        assert!(stderr(&out).contains(why), "{}", stderr(&out));
+        assert!(!lab.queries().iter().any(|q| q.starts_with("evil")), "{:?}", lab.queries());
     });
 }

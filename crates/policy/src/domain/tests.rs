@@ -77,6 +77,52 @@ fn ports_restrict() {
 }
 
 #[test]
+fn a_grant_without_a_port_is_the_web_ports_only() {
+    for raw in ["allowed.test", "*.allowed.test", "198.18.0.10", "::1", "[2001:db8::1]"] {
+        let p = DomainPattern::parse(raw).unwrap();
+        assert_eq!(p.port, PortSpec::Web, "{raw}");
+        let h = match &p.host {
+            HostPattern::Exact(d) => host(d),
+            HostPattern::Subdomains(d) => host(&format!("x.{d}")),
+            HostPattern::Ip(ip) => HostName::Ip(*ip),
+        };
+        assert!(p.allows(&h, 80) && p.allows(&h, 443), "{raw}");
+        for port in [1, 22, 25, 79, 81, 442, 444, 3128, 6379, 8080, 65535] {
+            assert!(!p.allows(&h, port), "{raw} must not grant port {port}");
+        }
+        assert_eq!(p.describe_grant(), format!("{p} (ports 80 and 443)"));
+    }
+    let ssh = DomainPattern::parse("allowed.test:22").unwrap();
+    assert!(ssh.allows(&host("allowed.test"), 22));
+    assert!(!ssh.allows(&host("allowed.test"), 443));
+    let any = DomainPattern::parse("allowed.test:*").unwrap();
+    assert_eq!(any.port, PortSpec::Any);
+    for port in [1, 22, 80, 443, 6379, 65535] {
+        assert!(any.allows(&host("allowed.test"), port), "{port}");
+    }
+    assert!(!any.allows(&host("other.test"), 443));
+    assert_eq!(any.to_string(), "allowed.test:*");
+    assert_eq!(any.describe_grant(), "allowed.test:* (every port)");
+    assert_eq!(DomainPattern::parse("[::1]:*").unwrap().to_string(), "[::1]:*");
+    assert_eq!(DomainPattern::parse("*.allowed.test:*").unwrap().port, PortSpec::Any);
+    for bad in ["allowed.test:**", "allowed.test:*1", "*:*", "allowed.test:", "[::1]*"] {
+        assert!(DomainPattern::parse(bad).is_err(), "{bad:?} should be refused");
+    }
+}
+
+#[test]
+fn a_refusal_without_a_port_refuses_every_port() {
+    let d = DomainPattern::parse("blocked.test").unwrap();
+    for port in [1, 22, 80, 443, 6379, 65535] {
+        assert!(d.denies(&host("blocked.test"), port), "{port}");
+    }
+    let one = DomainPattern::parse("blocked.test:25").unwrap();
+    assert!(one.denies(&host("blocked.test"), 25));
+    assert!(!one.denies(&host("blocked.test"), 443));
+    assert!(DomainPattern::parse("blocked.test:*").unwrap().denies(&host("blocked.test"), 7));
+}
+
+#[test]
 fn ambiguous_patterns_are_refused() {
     for bad in [
         "",
@@ -134,13 +180,13 @@ proptest! {
         let p = DomainPattern::parse("*.a.com").unwrap();
         let evil = format!("{tail}a.com");
         if !tail.is_empty() {
-            prop_assert!(!p.allows(&host(&evil), 1));
+            prop_assert!(!p.allows(&host(&evil), 443));
         }
-        prop_assert!(!p.allows(&host("a.com"), 1));
+        prop_assert!(!p.allows(&host("a.com"), 443));
         let sub = format!("{label}.a.com");
-        prop_assert!(p.allows(&host(&sub), 1));
+        prop_assert!(p.allows(&host(&sub), 443));
         let upper = format!("{label}.A.COM.");
-        prop_assert!(p.allows(&host(&upper), 1));
+        prop_assert!(p.allows(&host(&upper), 443));
     }
 
     /// Any 32-bit number written in decimal parses to that IPv4 address.

@@ -8,6 +8,10 @@
 //!   origin form (`GET /path`), hop-by-hop headers are dropped, and `Connection: close` is set
 //!   so that one connection carries one request to one destination. A `Host` header that
 //!   names another destination than the URI is refused, so the header cannot widen access.
+//!   The body's length is read from the head ([`Body`]; a head whose framing is ambiguous,
+//!   both `Content-Length` and `Transfer-Encoding` or differing lengths, is refused), so
+//!   that the proxy knows where the request ends and what follows is another request (see
+//!   `pipeline`).
 //!
 //! The head is re-serialized from the parsed lines with CRLF endings, so the target sees only
 //! what was checked; obsolete line folding and bare CRs are refused.
@@ -27,8 +31,20 @@ pub(crate) const MAX_HEAD: usize = 64 * 1024;
 pub(crate) enum Request {
     /// `CONNECT`: open a tunnel.
     Connect { host: HostName, port: u16 },
-    /// An absolute-URI request; `head` is what goes to the target.
-    Forward { host: HostName, port: u16, head: Vec<u8> },
+    /// An absolute-URI request; `head` is what goes to the target, `body` how long the body
+    /// that follows the head is, `upgrade` whether the client asked for another protocol.
+    Forward { host: HostName, port: u16, head: Vec<u8>, body: Body, upgrade: bool },
+}
+
+/// How the body of a request is delimited (RFC 9112, section 6.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Body {
+    /// Neither `Content-Length` nor `Transfer-Encoding`: no body.
+    Empty,
+    /// `Content-Length: N`.
+    Length(u64),
+    /// `Transfer-Encoding: chunked`.
+    Chunked,
 }
 
 /// Why a head is not served.
@@ -64,7 +80,7 @@ pub(crate) fn read_head(stream: &Stream, mut buf: Vec<u8>) -> Result<(Vec<u8>, V
 }
 
 /// The index just past the empty line ending a head, searching from `from`.
-fn head_end(buf: &[u8], from: usize) -> Option<usize> {
+pub(crate) fn head_end(buf: &[u8], from: usize) -> Option<usize> {
     let mut i = from;
     while i < buf.len() {
         if buf[i] == b'\n' {
@@ -150,6 +166,7 @@ pub(crate) fn parse(head: &[u8]) -> Result<Request, HttpError> {
             });
         }
     }
+    let body = body_framing(&headers, version)?;
     let upgrade = headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("upgrade"))
         && headers.iter().any(|(n, v)| {
             n.eq_ignore_ascii_case("connection")
@@ -166,7 +183,67 @@ pub(crate) fn parse(head: &[u8]) -> Result<Request, HttpError> {
         out.push_str(&format!("{name}: {value}\r\n"));
     }
     out.push_str(if upgrade { "Connection: Upgrade\r\n\r\n" } else { "Connection: close\r\n\r\n" });
-    Ok(Request::Forward { host, port, head: out.into_bytes() })
+    Ok(Request::Forward { host, port, head: out.into_bytes(), body, upgrade })
+}
+
+/// The framing of the body of a well-formed absolute-URI head that [`parse`] refused by
+/// policy (its `Host` or its destination), so that what follows it can still be read as the
+/// next request; `None` for anything else.
+pub(crate) fn refused_body(head: &[u8]) -> Option<Body> {
+    let text = std::str::from_utf8(head).ok()?;
+    let mut lines = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l));
+    let request_line = lines.next()?;
+    if request_line.starts_with("CONNECT ") {
+        return None;
+    }
+    let version = request_line.rsplit(' ').next()?;
+    let headers = lines
+        .take_while(|l| !l.is_empty())
+        .map(|l| l.split_once(':').map(|(n, v)| (n, v.trim_matches([' ', '\t']))))
+        .collect::<Option<Vec<_>>>()?;
+    body_framing(&headers, version).ok()
+}
+
+/// The body's framing, from `Content-Length` and `Transfer-Encoding`. Anything two parsers
+/// could read differently (both headers, lengths that differ, a coding other than a final
+/// `chunked`, a transfer coding in HTTP/1.0) is refused: the proxy and the target must agree
+/// on where the request ends.
+fn body_framing(headers: &[(&str, &str)], version: &str) -> Result<Body, HttpError> {
+    let mut length: Option<u64> = None;
+    let mut codings = Vec::new();
+    for (name, value) in headers {
+        if name.eq_ignore_ascii_case("content-length") {
+            for v in value.split(',').map(|v| v.trim_matches([' ', '\t'])) {
+                let n = (!v.is_empty() && v.len() <= 19 && v.bytes().all(|b| b.is_ascii_digit()))
+                    .then(|| v.parse::<u64>().ok())
+                    .flatten()
+                    .ok_or_else(|| bad("malformed Content-Length"))?;
+                if length.is_some_and(|l| l != n) {
+                    return Err(bad("differing Content-Length values"));
+                }
+                length = Some(n);
+            }
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            codings.extend(value.split(',').map(|v| v.trim_matches([' ', '\t'])));
+        }
+    }
+    if codings.is_empty() {
+        return Ok(length.map_or(Body::Empty, Body::Length));
+    }
+    if length.is_some() {
+        return Err(bad("both Content-Length and Transfer-Encoding"));
+    }
+    if version == "HTTP/1.0" {
+        return Err(bad("Transfer-Encoding in an HTTP/1.0 request"));
+    }
+    let chunked = |c: &str| c.eq_ignore_ascii_case("chunked");
+    if codings.last().is_some_and(|c| chunked(c))
+        && codings.iter().filter(|c| chunked(c)).count() == 1
+    {
+        Ok(Body::Chunked)
+    } else {
+        Err(bad("a request body's transfer coding must end with `chunked`, once"))
+    }
 }
 
 /// Headers that concern the hop to the proxy, not the target.
@@ -245,7 +322,7 @@ mod tests {
 
     fn forward(head: &str) -> Result<(String, u16, String), HttpError> {
         match parse(head.as_bytes())? {
-            Request::Forward { host, port, head } => {
+            Request::Forward { host, port, head, .. } => {
                 Ok((host.to_string(), port, String::from_utf8(head).unwrap()))
             }
             other => panic!("{other:?}"),
@@ -315,6 +392,36 @@ mod tests {
         ] {
             assert!(matches!(parse(head.as_bytes()), Err(HttpError::Bad(_))), "{head:?}");
         }
+    }
+
+    #[test]
+    fn body_framing_is_read_and_ambiguity_refused() {
+        let framing = |headers: &str| match parse(
+            format!("POST http://allowed.test/ HTTP/1.1\r\n{headers}\r\n").as_bytes(),
+        ) {
+            Ok(Request::Forward { body, .. }) => Ok(body),
+            Ok(other) => panic!("{other:?}"),
+            Err(e) => Err(e),
+        };
+        assert_eq!(framing(""), Ok(Body::Empty));
+        assert_eq!(framing("Content-Length: 12\r\n"), Ok(Body::Length(12)));
+        assert_eq!(framing("Content-Length: 5, 5\r\nContent-Length: 5\r\n"), Ok(Body::Length(5)));
+        assert_eq!(framing("Transfer-Encoding: gzip, Chunked\r\n"), Ok(Body::Chunked));
+        for bad in [
+            "Content-Length: 5\r\nContent-Length: 6\r\n",
+            "Content-Length: 5, 6\r\n",
+            "Content-Length: +5\r\n",
+            "Content-Length: 0x5\r\n",
+            "Content-Length: 99999999999999999999\r\n",
+            "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n",
+            "Transfer-Encoding: chunked, gzip\r\n",
+            "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
+            "Transfer-Encoding: identity\r\n",
+        ] {
+            assert!(matches!(framing(bad), Err(HttpError::Bad(_))), "{bad:?}");
+        }
+        let old = parse(b"POST http://a.test/ HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n");
+        assert!(matches!(old, Err(HttpError::Bad(_))));
     }
 
     #[test]

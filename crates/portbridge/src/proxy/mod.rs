@@ -11,6 +11,11 @@
 //! 4. connects to those addresses (never resolving again), answers the client, and relays;
 //!    a tunnel to a name whose first bytes are a TLS ClientHello for another server is cut.
 //!
+//! An absolute-URI request is the only one its connection carries: the target gets exactly
+//! its head and body, and the requests that follow it on the connection (kept alive or
+//! pipelined) are read and checked like a first request, each refusal recorded, but never
+//! forwarded; the client sends them again on a new connection (`pipeline`).
+//!
 //! A refusal answers `403` (HTTP) or reply `0x02` (SOCKS5) and is recorded as a network
 //! [`Violation`] of the task with its [`RefusalReason`], taken with
 //! [`TaskHandle::take_violations`]. Failing to reach a granted destination answers `502` or
@@ -29,7 +34,10 @@
 //! connect attempt ends when that call returns (bounded by the resolver and
 //! [`ProxyOptions::connect_timeout`]).
 
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 mod http;
+mod pipeline;
 mod resolve;
 mod rules;
 mod sni;
@@ -54,6 +62,7 @@ use crate::pump;
 use crate::stream::{self, Listener, Stream};
 use crate::tracker::{ConnGuard, ConnStats, Stats, Tracker};
 use http::{HttpError, Request, target_text};
+use pipeline::Pipeline;
 
 /// Distinct refusals kept per task between two [`TaskHandle::take_violations`] calls; more
 /// are still refused, only not recorded, so a hostile task cannot grow the proxy's memory.
@@ -264,7 +273,7 @@ fn handle(client: Stream, guard: &ConnGuard, task: &Task) {
     } else {
         http_request(&client, first[0], task)
     };
-    let Some((host, port, mode, first_up)) = asked else { return };
+    let Some((host, port, mode, first_up, pipeline)) = asked else { return };
     let target = target_text(&host, port);
     if let Err(reason) = task.rules.check_name(&host, port) {
         return refuse(&client, &mode, task, target, reason);
@@ -338,18 +347,42 @@ fn handle(client: Stream, guard: &ConnGuard, task: &Task) {
     let check = task.options.check_sni
         && matches!(host, HostName::Domain(_))
         && !matches!(mode, Mode::Forward);
-    if check {
+    let (counters, tracker) = (&guard.counters, &guard.tracker);
+    if let Some(mut pipeline) = pipeline {
+        let mut meter = |input: &[u8], out: &mut Vec<u8>| {
+            check_later(task, pipeline.feed(input, out));
+        };
+        pump::relay(client, upstream, first_up, None, Some(&mut meter), counters, tracker);
+    } else if check {
         let mut gate = |c: &Stream, buf: &mut Vec<u8>| sni_gate(c, buf, &host, &target, task);
-        pump::relay(client, upstream, first_up, Some(&mut gate), &guard.counters, &guard.tracker);
+        pump::relay(client, upstream, first_up, Some(&mut gate), None, counters, tracker);
     } else {
-        pump::relay(client, upstream, first_up, None, &guard.counters, &guard.tracker);
+        pump::relay(client, upstream, first_up, None, None, counters, tracker);
     }
 }
 
-type Asked = (HostName, u16, Mode, Vec<u8>);
+/// The destination, how the client asked, the first bytes for the target, and for an
+/// absolute-URI request what to make of the rest of the connection.
+type Asked = (HostName, u16, Mode, Vec<u8>, Option<Pipeline>);
+
+/// Checks the requests that followed the first on a connection like first requests, and
+/// records each refusal. None of them is forwarded (see `pipeline`).
+fn check_later(task: &Task, later: Vec<std::result::Result<Request, HttpError>>) {
+    for request in later {
+        match request {
+            Ok(Request::Forward { host, port, .. } | Request::Connect { host, port }) => {
+                if let Err(reason) = task.rules.check_name(&host, port) {
+                    task.record(target_text(&host, port), reason);
+                }
+            }
+            Err(HttpError::Refused { target, reason }) => task.record(target, reason),
+            Err(HttpError::Bad(_)) => {}
+        }
+    }
+}
 
 fn socks_request(client: &Stream, task: &Task) -> Option<Asked> {
-    let req = socks::handshake(client).ok()?;
+    let req = socks::handshake(&mut &*client, &mut &*client).ok()?;
     let port = req.port;
     let host = match req.host {
         Ok(h) => h,
@@ -371,7 +404,7 @@ fn socks_request(client: &Stream, task: &Task) -> Option<Asked> {
         socks::reply(client, socks::COMMAND_NOT_SUPPORTED, None);
         return None;
     }
-    Some((host, port, Mode::Socks, Vec::new()))
+    Some((host, port, Mode::Socks, Vec::new(), None))
 }
 
 fn http_request(client: &Stream, first: u8, task: &Task) -> Option<Asked> {
@@ -384,10 +417,12 @@ fn http_request(client: &Stream, first: u8, task: &Task) -> Option<Asked> {
         }
     };
     match http::parse(&head) {
-        Ok(Request::Connect { host, port }) => Some((host, port, Mode::Tunnel, rest)),
-        Ok(Request::Forward { host, port, mut head }) => {
-            head.extend_from_slice(&rest);
-            Some((host, port, Mode::Forward, head))
+        Ok(Request::Connect { host, port }) => Some((host, port, Mode::Tunnel, rest, None)),
+        Ok(Request::Forward { host, port, mut head, body, upgrade }) => {
+            // What followed the head in the same reads: the body, maybe more requests.
+            let mut pipeline = Pipeline::new(body, upgrade);
+            check_later(task, pipeline.feed(&rest, &mut head));
+            Some((host, port, Mode::Forward, head, Some(pipeline)))
         }
         Err(HttpError::Bad(msg)) => {
             let _ = (&*client)

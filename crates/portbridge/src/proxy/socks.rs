@@ -7,8 +7,6 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use paddock_policy::HostName;
 
-use crate::stream::Stream;
-
 /// Reply codes.
 pub(crate) const SUCCEEDED: u8 = 0x00;
 pub(crate) const GENERAL_FAILURE: u8 = 0x01;
@@ -28,11 +26,10 @@ pub(crate) struct SocksRequest {
     pub(crate) port: u16,
 }
 
-/// Reads the greeting (its first byte, the version, was read already) and the request.
-/// `Err` means the connection is to be closed (a reply was sent where the protocol has one).
-pub(crate) fn handshake(stream: &Stream) -> Result<SocksRequest, ()> {
-    let mut r = stream;
-    let mut w = stream;
+/// Reads the greeting (its first byte, the version, was read already) and the request from
+/// `r`, answering on `w`. `Err` means the connection is to be closed (a reply was sent where
+/// the protocol has one).
+pub(crate) fn handshake(r: &mut impl Read, w: &mut impl Write) -> Result<SocksRequest, ()> {
     let mut n = [0u8; 1];
     r.read_exact(&mut n).map_err(drop)?;
     let mut methods = vec![0u8; usize::from(n[0])];
@@ -77,7 +74,7 @@ pub(crate) fn handshake(stream: &Stream) -> Result<SocksRequest, ()> {
             }
         }
         _ => {
-            reply(stream, ADDRESS_NOT_SUPPORTED, None);
+            reply(&mut *w, ADDRESS_NOT_SUPPORTED, None);
             return Err(());
         }
     };
@@ -87,7 +84,7 @@ pub(crate) fn handshake(stream: &Stream) -> Result<SocksRequest, ()> {
 }
 
 /// Sends a reply with the bound address (zeros when there is none).
-pub(crate) fn reply(stream: &Stream, code: u8, bound: Option<SocketAddr>) {
+pub(crate) fn reply(mut w: impl Write, code: u8, bound: Option<SocketAddr>) {
     let mut out = vec![0x05, code, 0x00];
     match bound {
         Some(SocketAddr::V6(a)) => {
@@ -102,6 +99,5 @@ pub(crate) fn reply(stream: &Stream, code: u8, bound: Option<SocketAddr>) {
         }
         None => out.extend_from_slice(&[0x01, 0, 0, 0, 0, 0, 0]),
     }
-    let mut w = stream;
     let _ = w.write_all(&out);
 }
