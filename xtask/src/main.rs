@@ -1,7 +1,7 @@
 //! Project automation, run as `cargo xtask TASK`.
 //!
 //! - `ci`: everything CI checks: fmt, clippy `-D warnings`, the tests, the tidy checks, the
-//!   purity of the pure crates, and the macOS type-check.
+//!   purity of the pure crates, the macOS type-check, and every fuzz target for a minute.
 //! - `test-linux`: the end-to-end suite as root and as an unprivileged user, itemizing with
 //!   the observers (also with strace hidden) and with strace.
 //! - `test-macos`: the end-to-end suite against sandbox-exec (on macOS only).
@@ -13,12 +13,15 @@
 //! - `bench bridge`: throughput and connection rate through port bridges, as ratios to
 //!   direct loopback (and to socat when installed).
 //! - `tidy`: the repository's own rules (a `//!` doc atop every module).
+//! - `fuzz [--seconds N] [TARGET...]`: every fuzz target for N seconds (default 60) from its
+//!   seed corpus; fails on any finding and prints how to reproduce it (see `fuzz.rs`).
 
 // xtask is the project's shell script in Rust: spawning tools is what it is for.
 #![allow(clippy::disallowed_methods)]
 
 mod bench;
 mod e2e;
+mod fuzz;
 mod tidy;
 
 use std::path::{Path, PathBuf};
@@ -40,9 +43,10 @@ fn main() -> Result<()> {
             build_release(&root).map(|exe| eprintln!("xtask: built {}", exe.display()))
         }
         Some("bench") => bench::run_bench(&root, args.get(1).map(String::as_str)),
+        Some("fuzz") => fuzz::fuzz(&root, &args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci|build|demo|tidy|test-linux|test-macos|bench spawn|trace|bridge>"
+                "usage: cargo xtask <ci|build|demo|tidy|test-linux|test-macos|bench spawn|trace|bridge|fuzz [--seconds N]>"
             );
             std::process::exit(2)
         }
@@ -168,7 +172,7 @@ pub fn run(cmd: &mut Command) -> Result<()> {
     Ok(())
 }
 
-fn shown(cmd: &Command) -> String {
+pub(crate) fn shown(cmd: &Command) -> String {
     let mut s = cmd.get_program().to_string_lossy().into_owned();
     for a in cmd.get_args() {
         s.push(' ');
@@ -198,7 +202,9 @@ fn ci(root: &Path) -> Result<()> {
     // Every test, with the e2e suite itemizing through the observers (strace is present).
     run(cargo().args(["test", "--workspace", "--no-fail-fast"]).env(E2E_ITEMIZE, "observe"))?;
     darwin_check()?;
-    fuzz_check(root)?;
+    // Every fuzz target, for a bounded time each (about 2 minutes of building and 60 s of
+    // fuzzing per target); `cargo xtask fuzz --seconds 300` is the longer run.
+    fuzz::run_all(root, fuzz::DEFAULT_SECONDS, &[])?;
     e2e::matrix(root, &e2e::CI_RUNS)?;
     eprintln!("xtask ci: all checks passed in {:.0?}", started.elapsed());
     Ok(())
@@ -217,21 +223,6 @@ fn purity() -> Result<()> {
         }
     }
     eprintln!("xtask: pure crates have no libc or nix");
-    Ok(())
-}
-
-/// The fuzz targets (each crate's `fuzz/`, its own workspace) keep building.
-fn fuzz_check(root: &Path) -> Result<()> {
-    for krate in ["policy", "strace-parse"] {
-        let manifest = root.join("crates").join(krate).join("fuzz/Cargo.toml");
-        if manifest.exists() {
-            run(cargo()
-                .arg("check")
-                .arg("--manifest-path")
-                .arg(&manifest)
-                .env("CARGO_TARGET_DIR", target_dir(root).join("fuzz")))?;
-        }
-    }
     Ok(())
 }
 

@@ -110,7 +110,8 @@ impl ViolationSet {
     /// Adds a violation, merging it with an equal one.
     pub fn add(&mut self, v: Violation) {
         let (key, count) = ViolationKey::of(v);
-        *self.seen.entry(key).or_insert(0) += count;
+        let seen = self.seen.entry(key).or_insert(0);
+        *seen = seen.saturating_add(count);
     }
 
     /// Adds a violation if it merges with one already here or the set holds fewer than `max`
@@ -121,7 +122,8 @@ impl ViolationSet {
         if self.seen.len() >= max && !self.seen.contains_key(&key) {
             return false;
         }
-        *self.seen.entry(key).or_insert(0) += count;
+        let seen = self.seen.entry(key).or_insert(0);
+        *seen = seen.saturating_add(count);
         true
     }
 
