@@ -109,6 +109,10 @@ pub struct SupervisorPayload {
     /// alone (see `notify::unix`). Non-empty only on kernels with `pidfd_getfd`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unix_socket_grants: Vec<UnixSocketGrant>,
+    /// With `unix_socket_grants`: the sandbox shares the host's network namespace
+    /// (`--network on`), so abstract unix addresses are the host's and are refused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unix_abstract_shared: bool,
     /// The runner attaches strace to the supervisor before the task starts (see
     /// `trace::attach`): the supervisor sends [`crate::supervisor::TRACE_ME`] up the signal
     /// channel and forks the task only once [`crate::supervisor::TRACED`] comes back.
@@ -214,6 +218,7 @@ mod tests {
                 declared: Bytes("/var/run/docker.sock".into()),
                 resolved: Bytes("/run/docker.sock".into()),
             }],
+            unix_abstract_shared: true,
             wait_for_tracer: true,
             strace_inside: Some(StraceInside {
                 program: Bytes("/dev/.paddock-strace".into()),

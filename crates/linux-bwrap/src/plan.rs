@@ -232,6 +232,7 @@ impl Backend for LinuxBwrap {
                     .collect(),
                 _ => Vec::new(),
             },
+            unix_abstract_shared: matches!(policy.network, NetworkPolicy::On),
             wait_for_tracer: false,
             strace_inside: None,
         };

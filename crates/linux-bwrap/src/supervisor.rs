@@ -298,7 +298,8 @@ fn run(args: &[OsString]) -> Result<i32, String> {
         let (prep, records, opts) = prepare_notify(&payload)?;
         prepared.notify = Some(prep);
         // Opened now, before the task exists: see `notify::unix::Grants`.
-        let grants = notify::unix::Grants::new(&payload.unix_socket_grants, true);
+        let mut grants = notify::unix::Grants::new(&payload.unix_socket_grants, true);
+        grants.abstract_shared = payload.unix_abstract_shared;
         notify_setup = Some((records, opts, grants));
     }
     let signal_fd = payload.signal_fd;

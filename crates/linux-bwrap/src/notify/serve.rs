@@ -309,6 +309,7 @@ fn connect_for_task(
     };
     match unix::parse_addr(&addr) {
         Err(errno) => refuse(errno),
+        Ok(UnixAddr::Abstract(_)) if grants.abstract_shared => refuse(libc::EACCES),
         Ok(UnixAddr::Abstract(name)) => Now(
             Some(unix::connect_raw(&sock, &name).map_or_else(Answer::Error, |()| Answer::Done)),
             None,

@@ -84,7 +84,11 @@ pub fn parse_addr(addr: &[u8]) -> Result<UnixAddr, i32> {
 
 /// The granted sockets, as the supervisor matches them.
 #[derive(Debug, Default)]
-pub struct Grants(Vec<Grant>);
+pub struct Grants {
+    grants: Vec<Grant>,
+    /// Abstract addresses are the host's (the network namespace is shared): refused.
+    pub abstract_shared: bool,
+}
 
 #[derive(Debug)]
 struct Grant {
@@ -100,28 +104,27 @@ impl Grants {
     /// The payload's grants; `open` opens each existing socket now (the supervisor, before
     /// the task runs).
     pub fn new(grants: &[UnixSocketGrant], open: bool) -> Grants {
-        Grants(
-            grants
-                .iter()
-                .map(|g| {
-                    let resolved = g.resolved.0.as_encoded_bytes().to_vec();
-                    Grant {
-                        declared: g.declared.0.as_encoded_bytes().to_vec(),
-                        opened: if open { open_socket(&resolved) } else { None },
-                        resolved,
-                    }
-                })
-                .collect(),
-        )
+        let grants = grants
+            .iter()
+            .map(|g| {
+                let resolved = g.resolved.0.as_encoded_bytes().to_vec();
+                Grant {
+                    declared: g.declared.0.as_encoded_bytes().to_vec(),
+                    opened: if open { open_socket(&resolved) } else { None },
+                    resolved,
+                }
+            })
+            .collect();
+        Grants { grants, abstract_shared: false }
     }
 
     /// Whether any path is granted (else the filter leaves `connect` alone).
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.grants.is_empty()
     }
 
     fn find(&self, absolute: &[u8], canonical: Option<&[u8]>) -> Option<&Grant> {
-        self.0.iter().find(|g| {
+        self.grants.iter().find(|g| {
             absolute == g.declared.as_slice()
                 || absolute == g.resolved.as_slice()
                 || canonical == Some(g.resolved.as_slice())
