@@ -26,6 +26,8 @@ mod process;
 #[cfg(target_os = "linux")]
 mod strace_inside;
 mod trace_failures;
+#[cfg(target_os = "linux")]
+mod unix_sockets;
 mod violations;
 
 /// Known gaps: hostile cases the design cannot contain yet. Each test asserts today's

@@ -57,6 +57,10 @@ pub struct PolicyArgs {
     /// Allow unix-domain sockets.
     #[arg(long = "allow-unix-sockets")]
     pub allow_unix_sockets: bool,
+    /// Allow connecting to the unix socket at P (repeatable; `$VAR` is expanded), and to no
+    /// other (`allow.unix-sockets = [P]`).
+    #[arg(long = "allow-unix-socket", value_name = "P")]
+    pub allow_unix_socket: Vec<OsString>,
     /// Make a server the task starts on 127.0.0.1:PORT reachable from the host at
     /// 127.0.0.1:PORT (`allow.local-ports`).
     #[arg(long = "allow-local-port", value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]

@@ -281,6 +281,20 @@ impl<H: Host> Classifier<H> {
         match name {
             "socket" | "socketpair" => (errno == "EPERM" && unix_socket_refused(self.filter, call))
                 .then(|| found(ViolationKind::UnixSocket, None, Some("AF_UNIX".into()), None)),
+            "connect" if errno == "EACCES" && unix_path_grants(&self.policy) => {
+                // The supervisor refused an ungranted path (`allow.unix-sockets = [paths]`).
+                let sockaddr = call.args().nth(1)?;
+                if sockaddr.field("sa_family")?.raw() != b"AF_UNIX" {
+                    return None;
+                }
+                let name = sockaddr.field("sun_path")?.as_str()?;
+                if name.truncated || name.bytes.first() == Some(&0) {
+                    return None;
+                }
+                let path = self.cwd_of(d.pid).join(path_from(name.bytes));
+                let path = AbsPathBuf::new_lexical(&path).map_or(path, AbsPathBuf::into_path_buf);
+                Some(found(ViolationKind::UnixSocket, Some(path), None, None))
+            }
             "connect" => {
                 if matches!(self.policy.network, NetworkPolicy::On)
                     || !matches!(errno, "ENETUNREACH" | "EHOSTUNREACH" | "EACCES" | "EPERM")
@@ -472,6 +486,11 @@ pub fn inet_target(sockaddr: &Arg<'_>) -> Option<String> {
         }
         _ => None,
     }
+}
+
+/// Whether unix sockets are granted by path, so that the supervisor refuses the others.
+fn unix_path_grants(policy: &ResolvedPolicy) -> bool {
+    matches!(policy.unix_sockets, paddock_policy::UnixSockets::Paths { .. })
 }
 
 /// Whether `call` (a `socket` or `socketpair` as strace shows it) makes an `AF_UNIX` socket

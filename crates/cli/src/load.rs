@@ -145,6 +145,18 @@ fn apply_flags(policy: &mut Policy, args: &PolicyArgs) -> Result<()> {
             .host_ports
             .push(Entry::new(*port, Origin::flag(format!("--allow-host-port {port}"))));
     }
+    for p in &args.allow_unix_socket {
+        let entry = spec(p, "--allow-unix-socket")?;
+        match &mut policy.allow.unix_sockets.value {
+            UnixSocketsRule::Paths(list) => list.push(entry),
+            // Every socket is granted already.
+            UnixSocketsRule::All => {}
+            UnixSocketsRule::None => {
+                policy.allow.unix_sockets =
+                    Entry::new(UnixSocketsRule::Paths(vec![entry.clone()]), entry.origin);
+            }
+        }
+    }
     if args.allow_unix_sockets {
         policy.allow.unix_sockets =
             Entry::new(UnixSocketsRule::All, Origin::flag("--allow-unix-sockets"));

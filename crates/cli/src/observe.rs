@@ -293,11 +293,18 @@ fn from_notify(r: &NotifyRecord) -> Option<Violation> {
             (ViolationKind::Write, None)
         }
         RecordKind::Network => (ViolationKind::Network, Some(r.target.clone()?)),
+        // A refused connect names its socket; a refused `socket()` only its family.
+        RecordKind::UnixSocket if path.is_some() => (ViolationKind::UnixSocket, None),
         RecordKind::UnixSocket => (ViolationKind::UnixSocket, Some("AF_UNIX".to_owned())),
+    };
+    let path = match (kind, &r.path) {
+        (ViolationKind::Write, _) => path,
+        (ViolationKind::UnixSocket, Some(b)) => Some(PathBuf::from(b.0.clone())),
+        _ => None,
     };
     Some(Violation {
         kind,
-        path: if kind == ViolationKind::Write { path } else { None },
+        path,
         target,
         syscall: Some(r.syscall.clone()),
         errno: Some(r.errno.clone()),

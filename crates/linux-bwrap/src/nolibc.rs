@@ -38,6 +38,7 @@ pub fn encode(p: &SupervisorPayload) -> Option<Vec<u8>> {
         && p.record_fd.is_none()
         && !p.record_connects
         && !p.refuse_unix_sockets
+        && p.unix_socket_grants.is_empty()
         && !p.wait_for_tracer
         && p.strace_inside.is_none();
     if !plain || p.env.iter().any(|(k, _)| k.0.as_encoded_bytes().contains(&b'=')) {
@@ -163,6 +164,10 @@ mod tests {
             },
             SupervisorPayload { record_fd: Some(7), ..plain() },
             SupervisorPayload { refuse_unix_sockets: true, ..plain() },
+            SupervisorPayload {
+                unix_socket_grants: vec![crate::payload::UnixSocketGrant::default()],
+                ..plain()
+            },
             SupervisorPayload { wait_for_tracer: true, ..plain() },
             SupervisorPayload {
                 strace_inside: Some(StraceInside {

@@ -47,6 +47,7 @@ pub mod filter;
 pub mod serve;
 #[cfg(test)]
 mod tests;
+pub mod unix;
 
 /// What a record is about.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]

@@ -47,7 +47,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use paddock_policy::{
-    AbsPathBuf, FileKind, ObservedAnchor, ObservedNode, ProtectedState, ResolvedPolicy,
+    AbsPathBuf, FileKind, ObservedAnchor, ObservedNode, ProtectedState, ResolvedPolicy, UnixSockets,
 };
 
 /// One bubblewrap setup step.
@@ -72,6 +72,14 @@ pub enum BwrapOp {
     CapDropAll,
     /// `--ro-bind SRC DEST`.
     RoBind {
+        /// Host path.
+        src: AbsPathBuf,
+        /// Sandbox path.
+        dest: AbsPathBuf,
+    },
+    /// `--ro-bind-try SRC DEST`: nothing when the source is missing (a granted unix socket
+    /// whose server is not running).
+    RoBindTry {
         /// Host path.
         src: AbsPathBuf,
         /// Sandbox path.
@@ -125,6 +133,9 @@ impl BwrapOp {
             BwrapOp::NewSession => out.push(s("--new-session")),
             BwrapOp::CapDropAll => out.extend([s("--cap-drop"), s("ALL")]),
             BwrapOp::RoBind { src, dest } => out.extend([s("--ro-bind"), p(src), p(dest)]),
+            BwrapOp::RoBindTry { src, dest } => {
+                out.extend([s("--ro-bind-try"), p(src), p(dest)]);
+            }
             BwrapOp::Bind { src, dest } => out.extend([s("--bind"), p(src), p(dest)]),
             BwrapOp::Tmpfs { dest } => out.extend([s("--tmpfs"), p(dest)]),
             BwrapOp::Dev { dest } => out.extend([s("--dev"), p(dest)]),
@@ -137,6 +148,7 @@ impl BwrapOp {
     pub fn dest(&self) -> Option<&AbsPathBuf> {
         match self {
             BwrapOp::RoBind { dest, .. }
+            | BwrapOp::RoBindTry { dest, .. }
             | BwrapOp::Bind { dest, .. }
             | BwrapOp::Tmpfs { dest }
             | BwrapOp::Dev { dest }
@@ -286,6 +298,16 @@ pub fn mount_ops(policy: &ResolvedPolicy, inputs: &MountInputs) -> MountOps {
             BwrapOp::Bind { src: grant.path.clone(), dest: grant.path.clone() },
             grant.kind == FileKind::Dir,
         ));
+    }
+    if let UnixSockets::Paths { sockets } = &policy.unix_sockets {
+        // A granted socket is reachable at its path even where the sandbox hides its
+        // directory (a private `/tmp`, `$XDG_RUNTIME_DIR`, a deny anchor); the mount also
+        // keeps the task from renaming or replacing it. The supervisor connects to it.
+        for socket in sockets {
+            let op =
+                BwrapOp::RoBindTry { src: socket.resolved.clone(), dest: socket.resolved.clone() };
+            path_ops.push((socket.resolved.clone(), 1, op, false));
+        }
     }
     let missing: Vec<&AbsPathBuf> = policy
         .protected

@@ -104,6 +104,15 @@ pub struct SupervisorPayload {
     /// `FilterOptions::unix_sockets_notified`). Installing that filter failing is fatal.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub refuse_unix_sockets: bool,
+    /// `allow.unix-sockets` as a list of paths: the supervisor installs the notification
+    /// filter whatever the itemizing, and connects the task's `AF_UNIX` sockets to these
+    /// alone (see `notify::unix`). Non-empty only on kernels with `pidfd_getfd`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unix_socket_grants: Vec<UnixSocketGrant>,
+    /// With `unix_socket_grants`: the sandbox shares the host's network namespace
+    /// (`--network on`), so abstract unix addresses are the host's and are refused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unix_abstract_shared: bool,
     /// The runner attaches strace to the supervisor before the task starts (see
     /// `trace::attach`): the supervisor sends [`crate::supervisor::TRACE_ME`] up the signal
     /// channel and forks the task only once [`crate::supervisor::TRACED`] comes back.
@@ -113,6 +122,17 @@ pub struct SupervisorPayload {
     /// task (see `trace::inside`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strace_inside: Option<StraceInside>,
+}
+
+/// One granted unix socket: the names a task's address may resolve to, and the path the
+/// supervisor connects to (never the task's own bytes).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct UnixSocketGrant {
+    /// As written, anchored and normalized (`/var/run/docker.sock`).
+    pub declared: Bytes,
+    /// Canonical (`/run/docker.sock`): where the supervisor connects.
+    pub resolved: Bytes,
 }
 
 /// strace inside the sandbox: the supervisor's child executes `program` with `args`, then
@@ -194,6 +214,11 @@ mod tests {
             record_fd: Some(7),
             record_connects: true,
             refuse_unix_sockets: true,
+            unix_socket_grants: vec![UnixSocketGrant {
+                declared: Bytes("/var/run/docker.sock".into()),
+                resolved: Bytes("/run/docker.sock".into()),
+            }],
+            unix_abstract_shared: true,
             wait_for_tracer: true,
             strace_inside: Some(StraceInside {
                 program: Bytes("/dev/.paddock-strace".into()),

@@ -25,8 +25,8 @@ use paddock_policy::{
 };
 
 use crate::ops::{self, BwrapOp, MountInputs, ProcMode};
-use crate::payload::{Bytes, SupervisorPayload};
-use crate::seccomp::{self, FilterOptions};
+use crate::payload::{Bytes, SupervisorPayload, UnixSocketGrant};
+use crate::seccomp;
 
 /// The backend's name.
 pub const BACKEND_NAME: &str = "linux-bwrap";
@@ -192,11 +192,7 @@ impl Backend for LinuxBwrap {
             args_bytes.push(0);
         }
 
-        let unix_sockets = matches!(policy.unix_sockets, UnixSockets::All);
-        let filter_rules = seccomp::rules(FilterOptions {
-            unix_sockets,
-            unix_sockets_notified: task.observe && !unix_sockets,
-        });
+        let filter_rules = seccomp::rules(crate::seccomp_query::options_for(policy, task.observe));
         let bpf = compile_filter(&filter_rules, &mut diagnostics)?;
 
         let tmpdir_value = if policy.private_tmp { ops::abs("/tmp") } else { tmp_dir };
@@ -225,7 +221,18 @@ impl Backend for LinuxBwrap {
             relays: net.relays,
             record_fd: task.observe.then_some(RECORD_FD),
             record_connects: task.observe && !matches!(policy.network, NetworkPolicy::On),
-            refuse_unix_sockets: task.observe && !unix_sockets,
+            refuse_unix_sockets: task.observe && matches!(policy.unix_sockets, UnixSockets::None),
+            unix_socket_grants: match &policy.unix_sockets {
+                UnixSockets::Paths { sockets } => sockets
+                    .iter()
+                    .map(|s| UnixSocketGrant {
+                        declared: Bytes(s.declared.as_os_str().to_os_string()),
+                        resolved: Bytes(s.resolved.as_os_str().to_os_string()),
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            },
+            unix_abstract_shared: matches!(policy.network, NetworkPolicy::On),
             wait_for_tracer: false,
             strace_inside: None,
         };
@@ -264,12 +271,6 @@ impl Backend for LinuxBwrap {
 
 /// Refuses what this backend cannot enforce yet, with the fix, rather than run weaker.
 fn refuse_unenforceable(policy: &ResolvedPolicy) -> Result<(), Error> {
-    if let UnixSockets::Paths { .. } = policy.unix_sockets {
-        return Err(unsupported(
-            "allow.unix-sockets (a list of paths)",
-            "a seccomp filter cannot see socket paths; use `unix-sockets = true` or `false`",
-        ));
-    }
     if policy.pty {
         return Err(unsupported(
             "allow.pty",

@@ -18,6 +18,8 @@
 //!   Rust's `std::process::Command`, which passes a pidfd over a seqpacket pair, so `cargo`
 //!   cannot build anything without it). When unix sockets are granted,
 //!   `socket(AF_UNIX, SOCK_DGRAM)` is allowed anyway, so refusing the pair adds nothing.
+//!   When only paths are granted, `socket(AF_UNIX)` is allowed for streams and seqpackets
+//!   alone and the supervisor decides each `connect` ([`crate::notify::unix`]).
 //! - `ioctl(TIOCSTI)`, `ioctl(TIOCLINUX)`: the command is compared as 32 bits (`Dword`), so
 //!   `TIOCSTI | 1 << 32` matches too (TTY-01/03/04, SEC-02).
 //! - `io_uring_*`: io_uring performs socket/open/connect without the filtered syscalls (SEC-01).
@@ -50,6 +52,7 @@ const AF_INET6: u64 = 10;
 const AF_NETLINK: u64 = 16;
 const NETLINK_ROUTE: u64 = 0;
 const SOCK_DGRAM: u64 = 2;
+const SOCK_RAW: u64 = 3;
 const SOCK_TYPE_MASK: u64 = 0xf;
 const TIOCSTI: u64 = 0x5412;
 const TIOCLINUX: u64 = 0x541C;
@@ -109,7 +112,7 @@ pub struct SyscallRule {
 }
 
 /// What the filter depends on in the policy.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FilterOptions {
     /// `socket(AF_UNIX)` and datagram socket pairs are allowed.
     pub unix_sockets: bool,
@@ -117,6 +120,12 @@ pub struct FilterOptions {
     /// observe`), which records the attempt and refuses it with `EPERM`; the supervisor
     /// refuses to start the task if it cannot install that filter.
     pub unix_sockets_notified: bool,
+    /// `allow.unix-sockets` is a list of paths: `socket(AF_UNIX)` of the stream and seqpacket
+    /// kinds is allowed, and the supervisor's notification filter decides every `connect`.
+    /// Datagram ones stay refused: a datagram socket reaches a path with `sendto`/`sendmsg`,
+    /// whose address (or `msghdr`) the task could rewrite between a check and the kernel's
+    /// read; stream and seqpacket sockets ignore a send's address.
+    pub unix_socket_paths: bool,
 }
 
 fn eq(arg: u8, value: u64) -> Cond {
@@ -136,16 +145,18 @@ pub fn rules(opts: FilterOptions) -> Vec<SyscallRule> {
     let mut out = Vec::new();
 
     let mut families = vec![ne(0, AF_INET), ne(0, AF_INET6), ne(0, AF_NETLINK)];
-    if opts.unix_sockets || opts.unix_sockets_notified {
+    if opts.unix_sockets || opts.unix_sockets_notified || opts.unix_socket_paths {
         families.push(ne(0, AF_UNIX));
     }
-    out.push(SyscallRule {
-        name: "socket",
-        action: Action::Eperm,
-        when: vec![families, vec![eq(0, AF_NETLINK), ne(2, NETLINK_ROUTE)]],
-    });
+    let kind = |t| Cond { arg: 1, op: CondOp::MaskedEq(SOCK_TYPE_MASK), value: t };
+    let mut socket_when = vec![families, vec![eq(0, AF_NETLINK), ne(2, NETLINK_ROUTE)]];
+    if opts.unix_socket_paths && !opts.unix_sockets {
+        // `SOCK_RAW` is a datagram socket to `AF_UNIX`.
+        socket_when.push(vec![eq(0, AF_UNIX), kind(SOCK_DGRAM)]);
+        socket_when.push(vec![eq(0, AF_UNIX), kind(SOCK_RAW)]);
+    }
+    out.push(SyscallRule { name: "socket", action: Action::Eperm, when: socket_when });
     if !opts.unix_sockets {
-        let kind = |t| Cond { arg: 1, op: CondOp::MaskedEq(SOCK_TYPE_MASK), value: t };
         out.push(SyscallRule {
             name: "socketpair",
             action: Action::Eperm,

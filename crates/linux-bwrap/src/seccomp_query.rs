@@ -11,13 +11,17 @@ use crate::seccomp::{self, Action, Cond, CondOp, FilterOptions, SyscallRule};
 /// the task runs with the observers (`Task::observe`).
 pub fn options_for(policy: &ResolvedPolicy, observe: bool) -> FilterOptions {
     let unix_sockets = matches!(policy.unix_sockets, UnixSockets::All);
-    FilterOptions { unix_sockets, unix_sockets_notified: observe && !unix_sockets }
+    FilterOptions {
+        unix_sockets,
+        unix_sockets_notified: observe && matches!(policy.unix_sockets, UnixSockets::None),
+        unix_socket_paths: matches!(policy.unix_sockets, UnixSockets::Paths { .. }),
+    }
 }
 
 /// The filter options when unix sockets are not granted and no notification filter runs:
 /// what a default policy gets under strace.
 pub fn options_without_unix_sockets() -> FilterOptions {
-    FilterOptions { unix_sockets: false, unix_sockets_notified: false }
+    FilterOptions { unix_sockets: false, unix_sockets_notified: false, unix_socket_paths: false }
 }
 
 /// How the filter made of `rules` answers the call `name` with arguments `args` (missing
@@ -76,6 +80,14 @@ mod tests {
         let yes = FilterOptions { unix_sockets: true, ..no };
         assert!(!refuses_socket(yes, "socket", AF_UNIX, SOCK_STREAM, 0));
         assert!(!refuses_socket(yes, "socketpair", AF_UNIX, SOCK_DGRAM, 0));
+        // Paths: streams and seqpackets, whose connects the supervisor decides; never a
+        // datagram socket, which reaches a path through a send's address.
+        let paths = FilterOptions { unix_socket_paths: true, ..no };
+        assert!(!refuses_socket(paths, "socket", AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        assert!(!refuses_socket(paths, "socket", AF_UNIX, SOCK_SEQPACKET, 0));
+        assert!(refuses_socket(paths, "socket", AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+        assert!(refuses_socket(paths, "socket", AF_UNIX, 3, 0));
+        assert!(refuses_socket(paths, "socketpair", AF_UNIX, SOCK_DGRAM, 0));
     }
 
     #[test]

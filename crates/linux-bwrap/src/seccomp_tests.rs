@@ -120,6 +120,7 @@ fn run_in_child(unix: bool) -> Option<String> {
     let bpf = seccomp::compile(&seccomp::rules(FilterOptions {
         unix_sockets: unix,
         unix_sockets_notified: false,
+        unix_socket_paths: false,
     }))
     .unwrap();
     let probes = probes(unix);
@@ -208,6 +209,7 @@ fn a_foreign_arch_call_kills_the_process() {
     let bpf = seccomp::compile(&seccomp::rules(FilterOptions {
         unix_sockets: false,
         unix_sockets_notified: false,
+        unix_socket_paths: false,
     }))
     .unwrap();
     let prog: Vec<seccompiler::sock_filter> = bpf
@@ -307,7 +309,8 @@ fn the_compiled_filter_answers_every_syscall_number_as_its_rules_say() {
         return;
     }
     for unix_sockets in [false, true] {
-        let opts = FilterOptions { unix_sockets, unix_sockets_notified: false };
+        let opts =
+            FilterOptions { unix_sockets, unix_sockets_notified: false, unix_socket_paths: false };
         let rules = seccomp::rules(opts);
         let program = seccomp::compile(&rules).unwrap();
         // The arguments each rule compares with, and values around them, with and without

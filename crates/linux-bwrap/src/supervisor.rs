@@ -221,22 +221,30 @@ fn prepare(payload: &SupervisorPayload, bpf: Vec<u8>) -> Result<Prepared, String
     })
 }
 
-/// Takes the record descriptor and prepares the notification filter and its socket pair.
+/// Takes the record descriptor (when itemizing) and prepares the notification filter and its
+/// socket pair.
 fn prepare_notify(
     payload: &SupervisorPayload,
-    record_fd: i32,
-) -> Result<(NotifyPrep, std::fs::File, notify::filter::Options), String> {
+) -> Result<(NotifyPrep, Option<std::fs::File>, notify::filter::Options), String> {
     notify::kernel_supported().map_err(|e| format!("write notifications: {e}"))?;
-    let records = std::fs::File::from(inherited(record_fd, "record")?);
+    let unix_grants = !payload.unix_socket_grants.is_empty();
+    if unix_grants {
+        notify::unix::kernel_supported()?;
+    }
+    let records = match payload.record_fd {
+        Some(fd) => Some(std::fs::File::from(inherited(fd, "record")?)),
+        None => None,
+    };
     let opts = notify::filter::Options {
         record_connects: payload.record_connects,
         refuse_unix_sockets: payload.refuse_unix_sockets,
+        unix_grants,
     };
     let (child_sock, parent_sock) =
         crate::fdpass::socket_pair().map_err(|e| format!("socketpair: {e}"))?;
     // Closed by hand around the fork (see `NotifyPrep`).
     let prep = NotifyPrep {
-        program: notify::filter::program(opts),
+        program: notify::filter::program(opts, records.is_some()),
         child_sock: std::os::fd::IntoRawFd::into_raw_fd(child_sock),
         parent_sock: std::os::fd::IntoRawFd::into_raw_fd(parent_sock),
     };
@@ -262,6 +270,14 @@ fn run(args: &[OsString]) -> Result<i32, String> {
     same_version(&payload.version)?;
     // Before the program is read: the shim reads it again from the same descriptor.
     let tracer = match &payload.strace_inside {
+        Some(_) if !payload.unix_socket_grants.is_empty() => {
+            // Its filter would come before the notification filter, which the shim does not
+            // install: the grants would not be enforced.
+            return Err(
+                "unix sockets granted by path cannot be enforced with strace inside the sandbox"
+                    .to_owned(),
+            );
+        }
         Some(si) if payload.record_fd.is_some() => {
             return Err(format!(
                 "{} and the observers cannot both itemize one run",
@@ -278,10 +294,13 @@ fn run(args: &[OsString]) -> Result<i32, String> {
     let mut prepared = prepare(&payload, bpf)?;
     prepared.tracer = tracer;
     let mut notify_setup = None;
-    if let Some(record_fd) = payload.record_fd {
-        let (prep, records, opts) = prepare_notify(&payload, record_fd)?;
+    if payload.record_fd.is_some() || !payload.unix_socket_grants.is_empty() {
+        let (prep, records, opts) = prepare_notify(&payload)?;
         prepared.notify = Some(prep);
-        notify_setup = Some((records, opts));
+        // Opened now, before the task exists: see `notify::unix::Grants`.
+        let mut grants = notify::unix::Grants::new(&payload.unix_socket_grants, true);
+        grants.abstract_shared = payload.unix_abstract_shared;
+        notify_setup = Some((records, opts, grants));
     }
     let signal_fd = payload.signal_fd;
     let gate_write = if payload.relays.is_empty() {
@@ -356,7 +375,9 @@ fn run(args: &[OsString]) -> Result<i32, String> {
         }
     };
     let notifier = match (&prepared.notify, notify_setup) {
-        (Some(prep), Some((records, opts))) => Some(serve_notifications(pid, prep, records, opts)?),
+        (Some(prep), Some((records, opts, grants))) => {
+            Some(serve_notifications(pid, prep, records, opts, grants)?)
+        }
         _ => None,
     };
     // SAFETY: setpgid on our own child; failing (it already exec'd and did it) is harmless.
@@ -391,8 +412,9 @@ fn run(args: &[OsString]) -> Result<i32, String> {
 fn serve_notifications(
     pid: libc::pid_t,
     prep: &NotifyPrep,
-    records: std::fs::File,
+    records: Option<std::fs::File>,
     opts: notify::filter::Options,
+    grants: notify::unix::Grants,
 ) -> Result<Option<notify::serve::Server>, String> {
     // SAFETY: closing the supervisor's copy of the child's end: EOF if the child dies.
     unsafe { libc::close(prep.child_sock) };
@@ -400,7 +422,7 @@ fn serve_notifications(
         .map_err(|e| format!("cannot receive the notification listener: {e}"))
         .and_then(|listener| match listener {
             None => Ok(None),
-            Some(listener) => notify::serve::Server::start(listener, records, opts)
+            Some(listener) => notify::serve::Server::start(listener, records, opts, grants)
                 .map(Some)
                 .map_err(|e| format!("cannot serve the write notifications: {e}")),
         })

@@ -424,7 +424,7 @@ fn filter_rules_without_unix_sockets() {
         delete_module: EPERM
         default: allow
     "#]]
-    .assert_eq(&seccomp::render(&seccomp::rules(FilterOptions { unix_sockets: false, unix_sockets_notified: false })));
+    .assert_eq(&seccomp::render(&seccomp::rules(FilterOptions { unix_sockets: false, unix_sockets_notified: false, unix_socket_paths: false })));
 }
 
 #[test]
@@ -432,6 +432,7 @@ fn filter_rules_with_unix_sockets() {
     let text = seccomp::render(&seccomp::rules(FilterOptions {
         unix_sockets: true,
         unix_sockets_notified: false,
+        unix_socket_paths: false,
     }));
     let head: Vec<&str> = text.lines().take(4).collect();
     expect![[r#"
@@ -448,13 +449,17 @@ fn filter_rules_with_unix_sockets() {
 #[cfg(target_os = "linux")]
 #[test]
 fn every_rule_has_a_syscall_number_here() {
-    for rule in seccomp::rules(FilterOptions { unix_sockets: false, unix_sockets_notified: false })
-    {
+    for rule in seccomp::rules(FilterOptions {
+        unix_sockets: false,
+        unix_sockets_notified: false,
+        unix_socket_paths: false,
+    }) {
         assert!(seccomp::syscall_nr(rule.name).is_some(), "{} has no number", rule.name);
     }
     let bpf = seccomp::compile(&seccomp::rules(FilterOptions {
         unix_sockets: false,
         unix_sockets_notified: false,
+        unix_socket_paths: false,
     }))
     .unwrap();
     assert_eq!(bpf.len() % 8, 0);

@@ -58,7 +58,8 @@ const ALLOW_KEYS: &[&str] = &[
 const DENY_KEYS: &[&str] = &["read", "write", "network", "builtin-secrets"];
 const PROTECTED_KEYS: &[&str] = &["writable", "extra"];
 const ENV_KEYS: &[&str] = &["pass", "set", "unset"];
-const REPORT_KEYS: &[&str] = &["within", "linked", "itemize"];
+const REPORT_KEYS: &[&str] = &["within", "linked", "itemize", "ignore"];
+const REPORT_IGNORE_KEYS: &[&str] = &["unix-sockets"];
 const IGNORE_KEYS: &[&str] = &["read", "write", "network", "system-info"];
 
 /// Parses `paddock.toml` text.
@@ -228,6 +229,27 @@ pub fn parse_toml(text: &str, file: &Path) -> Result<Policy> {
         }
         if let Some(v) = t.get("linked") {
             policy.report.linked = reader.paths(v, &origin.child("linked"))?;
+        }
+        if let Some(v) = t.get("ignore") {
+            let o = origin.child("ignore");
+            let t = reader.table(v, &o, REPORT_IGNORE_KEYS)?;
+            if let Some(v) = t.get("unix-sockets") {
+                let o = o.child("unix-sockets");
+                let list = reader.paths(v, &o)?;
+                if let Some(e) =
+                    list.iter().find(|e| !e.value.0.as_encoded_bytes().starts_with(b"/"))
+                {
+                    return Err(Error::Invalid {
+                        origin: e.origin.clone(),
+                        value: format!("{:?}", e.value.0.to_string_lossy()),
+                        message: "not an absolute path".to_owned(),
+                        fix:
+                            "write the socket's absolute path (a glob such as \"/run/x/*\" is fine)"
+                                .to_owned(),
+                    });
+                }
+                policy.report.ignore_unix_sockets = list;
+            }
         }
         if let Some(v) = t.get("itemize") {
             let o = origin.child("itemize");

@@ -45,6 +45,7 @@ mod defaults;
 mod domain;
 mod env;
 mod error;
+mod expand;
 mod glob;
 mod host;
 mod model;
@@ -60,6 +61,8 @@ mod violation;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod unix_socket_tests;
 
 pub use backend::Backend;
 pub use config::{Format, MAX_CONFIG_BYTES, load_str, parse_toml};

@@ -188,11 +188,38 @@ pub struct ReportRules {
     pub linked: Vec<Entry<PathSpec>>,
     /// How denials are itemized.
     pub itemize: ItemizeMode,
+    /// Refused unix-socket connects to these paths (absolute globs) are not reported
+    /// (`report.ignore.unix-sockets`; default: [`IGNORED_UNIX_SOCKETS`]).
+    pub ignore_unix_sockets: Vec<Entry<PathSpec>>,
 }
+
+/// Sockets that system libraries probe on their own, refused and not reported by default:
+/// glibc's name service cache (every user or group lookup: `ls -l`, `id`, `git log`),
+/// systemd's user database over varlink (nss-systemd), and the system D-Bus.
+pub const IGNORED_UNIX_SOCKETS: &[&str] = &[
+    "/var/run/nscd/socket",
+    "/run/nscd/socket",
+    "/run/systemd/userdb/*",
+    "/var/run/dbus/system_bus_socket",
+    "/run/dbus/system_bus_socket",
+];
 
 impl Default for ReportRules {
     fn default() -> ReportRules {
-        ReportRules { within: Vec::new(), linked: Vec::new(), itemize: ItemizeMode::Auto }
+        ReportRules {
+            within: Vec::new(),
+            linked: Vec::new(),
+            itemize: ItemizeMode::Auto,
+            ignore_unix_sockets: IGNORED_UNIX_SOCKETS
+                .iter()
+                .map(|p| {
+                    Entry::new(
+                        PathSpec(OsString::from(p)),
+                        Origin::default_key("report.ignore.unix-sockets"),
+                    )
+                })
+                .collect(),
+        }
     }
 }
 

@@ -20,6 +20,7 @@ pub struct ReportFilter<'a> {
     policy: &'a ResolvedPolicy,
     ignore_read: GlobSet,
     ignore_write: GlobSet,
+    ignore_unix_sockets: GlobSet,
 }
 
 impl<'a> ReportFilter<'a> {
@@ -29,6 +30,7 @@ impl<'a> ReportFilter<'a> {
             policy,
             ignore_read: globs(&policy.ignore.read),
             ignore_write: globs(&policy.ignore.write),
+            ignore_unix_sockets: globs(&policy.ignore.unix_sockets),
         }
     }
 
@@ -69,7 +71,15 @@ impl<'a> ReportFilter<'a> {
                 .target
                 .as_ref()
                 .is_some_and(|t| self.policy.ignore.system_info.iter().any(|i| i == t)),
-            ViolationKind::UnixSocket | ViolationKind::MachLookup => true,
+            // A refused connect names its socket. A refused `socket(AF_UNIX)` (unix sockets
+            // denied altogether) names none, and is mostly a library's probe (the name
+            // service cache for every user name): reported only once the ignore list is
+            // emptied.
+            ViolationKind::UnixSocket => match &v.path {
+                Some(p) => !self.ignore_unix_sockets.is_match(p),
+                None => self.policy.ignore.unix_sockets.is_empty(),
+            },
+            ViolationKind::MachLookup => true,
         }
     }
 }

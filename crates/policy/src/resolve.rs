@@ -15,6 +15,7 @@ use crate::config::check_path_text;
 use crate::defaults::builtin_secret_entries;
 use crate::env::build_env;
 use crate::error::{Error, Result};
+use crate::expand::ExpandError;
 use crate::glob::{self, GlobError};
 use crate::host::{FileKind, Host};
 use crate::model::{Entry, NetworkRule, PathSpec, Policy, UnixSocketsRule};
@@ -286,6 +287,7 @@ impl<'a> Resolver<'a> {
             },
         };
         let unix_sockets = self.unix_sockets(&policy.allow.unix_sockets, &write)?;
+        let env = self.task_env(policy, &unix_sockets);
         let report = ReportScope {
             within: if policy.report.within.is_empty() {
                 vec![self.project.clone()]
@@ -300,6 +302,12 @@ impl<'a> Resolver<'a> {
             write: self.glob_texts(&policy.ignore.write)?,
             network: policy.ignore.network.iter().map(|e| e.value.clone()).collect(),
             system_info: policy.ignore.system_info.iter().map(|e| e.value.clone()).collect(),
+            unix_sockets: policy
+                .report
+                .ignore_unix_sockets
+                .iter()
+                .map(|e| e.value.0.to_string_lossy().into_owned())
+                .collect(),
         };
         let tmp = AbsPathBuf::new_lexical("/tmp").unwrap_or_else(AbsPathBuf::root);
         let private_tmp = !write.iter().any(|g| tmp.starts_with(&g.path));
@@ -327,11 +335,34 @@ impl<'a> Resolver<'a> {
             mach_lookup: policy.allow.mach_lookup.iter().map(|e| e.value.clone()).collect(),
             weaker_when_nested: policy.weaker_when_nested,
             private_tmp,
-            env: build_env(&policy.env, &self.ctx.env),
+            env,
             report,
             ignore,
         };
         Ok((resolved, self.diagnostics))
+    }
+
+    /// The task's environment; `SSH_AUTH_SOCK` passes when the socket it names is granted
+    /// by path (never by a pattern, and not when `env.unset` names it).
+    fn task_env(
+        &mut self,
+        policy: &Policy,
+        unix_sockets: &UnixSockets,
+    ) -> Vec<(OsString, OsString)> {
+        let mut env = build_env(&policy.env, &self.ctx.env);
+        const AGENT: &str = "SSH_AUTH_SOCK";
+        let UnixSockets::Paths { sockets } = unix_sockets else { return env };
+        let Some((_, value)) = self.ctx.env.iter().rev().find(|(k, _)| k == AGENT) else {
+            return env;
+        };
+        let unset = policy.env.unset.iter().any(|e| e.value == AGENT);
+        let (anchored, _) = self.anchor(value);
+        let granted = AbsPathBuf::new_lexical(&anchored)
+            .is_some_and(|p| sockets.iter().any(|s| s.declared == p || s.resolved == p));
+        if granted && !unset && !env.iter().any(|(k, _)| k == AGENT) {
+            env.push((OsString::from(AGENT), value.clone()));
+        }
+        env
     }
 
     fn note(&mut self, origin: &Origin, message: &str) {
@@ -655,7 +686,27 @@ impl<'a> Resolver<'a> {
             UnixSocketsRule::Paths(list) => {
                 let mut sockets = Vec::new();
                 for entry in list {
-                    let (anchored, _) = self.anchor(&entry.value.0);
+                    let text = match crate::expand::expand(&entry.value.0, &self.ctx.env) {
+                        Ok(text) => text,
+                        Err(ExpandError::Unset(name)) => {
+                            // `$SSH_AUTH_SOCK` without an agent: nothing to grant.
+                            let message = format!("${name} is not set; this entry grants nothing");
+                            self.note(&entry.origin, &message);
+                            continue;
+                        }
+                        Err(ExpandError::Malformed) => {
+                            return Err(Error::Invalid {
+                                origin: entry.origin.clone(),
+                                value: format!("{:?}", DisplayBytes(&entry.value.0).to_string()),
+                                message: "a `$` that is not a variable reference".to_owned(),
+                                fix: "write `$NAME` or `${NAME}` (letters, digits, `_`)".to_owned(),
+                            });
+                        }
+                    };
+                    if let Some(t) = text.to_str() {
+                        check_path_text(t, &entry.origin)?;
+                    }
+                    let (anchored, _) = self.anchor(&text);
                     let declared =
                         AbsPathBuf::new_lexical(&anchored).unwrap_or_else(AbsPathBuf::root);
                     let (resolved, _) = canonicalize(self.host, &anchored)?;

@@ -225,6 +225,9 @@ pub struct IgnoreRules {
     pub network: Vec<DomainPattern>,
     /// macOS system-info names not to report.
     pub system_info: Vec<String>,
+    /// Absolute glob patterns of refused unix-socket connects not to report
+    /// (`report.ignore.unix-sockets`).
+    pub unix_sockets: Vec<String>,
 }
 
 impl ResolvedPolicy {

@@ -23,6 +23,12 @@
 //! each open fd points), `pair-send:dgram=PATH` / `pair-send:seqpacket=PATH` (a unix
 //! socketpair of that type, then `sendto` PATH and `connect` to PATH: the UNX-02 reconnect;
 //! errno: connect's; detail: each call's result).
+//!
+//! Unix sockets by path: `unix-read:PATH` (connect, then read what the server sends until it
+//! closes; detail: that text), `unix-race:GRANTED,UNGRANTED,N` (see [`race`]).
+
+#[path = "probe/race.rs"]
+mod race;
 
 use std::io::{Read, Write};
 
@@ -102,6 +108,20 @@ fn main() {
                 rest,
                 std::os::unix::net::UnixStream::connect(rest).map(|_| String::new()),
             ),
+            "unix-read" => io_result(
+                op,
+                rest,
+                std::os::unix::net::UnixStream::connect(rest).and_then(|mut s| {
+                    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
+                    let mut text = String::new();
+                    s.read_to_string(&mut text)?;
+                    Ok(text)
+                }),
+            ),
+            "unix-race" => match race::run(rest) {
+                Ok(detail) => emit(op, rest, true, 0, &detail),
+                Err(message) => emit(op, rest, false, -1, &message),
+            },
             "socketpair-dgram" => {
                 let mut fds = [0i32; 2];
                 // SAFETY: `fds` is a valid array of two ints for the kernel to fill.

@@ -27,12 +27,15 @@
 use crate::notify::classify::Shape;
 
 /// The filter's options, from the supervisor payload.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Options {
     /// Notify `connect` (the network is not fully on).
     pub record_connects: bool,
     /// Notify `socket(AF_UNIX)`, which the supervisor refuses.
     pub refuse_unix_sockets: bool,
+    /// Unix sockets granted by path: notify `connect`, which the supervisor then makes
+    /// itself ([`crate::notify::unix`]).
+    pub unix_grants: bool,
 }
 
 /// The flags that make an `open` a write: access mode, create, truncate. `O_TMPFILE`
@@ -153,10 +156,10 @@ pub const CONNECT: Call = call(libc::SYS_connect, "connect", Shape::Connect);
 /// The notified `socket(AF_UNIX)`.
 pub const SOCKET: Call = call(libc::SYS_socket, "socket", Shape::Socket);
 
-/// The calls notified under `opts`.
-pub fn notified(opts: Options) -> Vec<Call> {
-    let mut v = calls();
-    if opts.record_connects {
+/// The calls notified under `opts`: the write-intent calls only when itemizing (`record`).
+pub fn notified(opts: Options, record: bool) -> Vec<Call> {
+    let mut v = if record { calls() } else { Vec::new() };
+    if opts.record_connects || opts.unix_grants {
         v.push(CONNECT);
     }
     if opts.refuse_unix_sockets {
@@ -208,8 +211,9 @@ fn body(call: &Call) -> Vec<libc::sock_filter> {
     }
 }
 
-/// The notification program for `opts` (empty on an architecture without a table here).
-pub fn program(opts: Options) -> Vec<libc::sock_filter> {
+/// The notification program for `opts` (empty on an architecture without a table here);
+/// `record`: itemizing, the write-intent calls are notified too.
+pub fn program(opts: Options, record: bool) -> Vec<libc::sock_filter> {
     let Some(native) = NATIVE_ARCH else { return Vec::new() };
     let mut prog = vec![
         stmt(LD_W_ABS, OFF_ARCH),
@@ -217,7 +221,7 @@ pub fn program(opts: Options) -> Vec<libc::sock_filter> {
         stmt(RET_K, RET_ALLOW),
         stmt(LD_W_ABS, OFF_NR),
     ];
-    for call in notified(opts) {
+    for call in notified(opts, record) {
         let body = body(&call);
         let Ok(nr) = u32::try_from(call.nr) else { continue };
         // A body is one or four instructions: the offset always fits.

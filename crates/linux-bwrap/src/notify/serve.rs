@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use crate::notify::classify::{self, Live, Op, Shape};
 use crate::notify::filter::{self, Call, Options};
+use crate::notify::unix::{self, Grants, UnixAddr};
 use crate::notify::{NotifyRecord, RecordKind};
 use crate::payload::Bytes;
 
@@ -56,8 +57,14 @@ pub struct Stats {
 }
 
 impl Server {
-    /// Starts serving `listener`, writing records to `records`.
-    pub fn start(listener: OwnedFd, records: File, opts: Options) -> std::io::Result<Server> {
+    /// Starts serving `listener`, writing records to `records` (when itemizing), connecting
+    /// the task's unix sockets to `grants` alone when there are any.
+    pub fn start(
+        listener: OwnedFd,
+        records: Option<File>,
+        opts: Options,
+        grants: Grants,
+    ) -> std::io::Result<Server> {
         // The flags travel by value, not behind a pointer (despite the ioctl's `_IOW` code).
         // SAFETY: an ioctl on our own listener with an integer argument.
         let sync = unsafe {
@@ -76,7 +83,8 @@ impl Server {
         let thread =
             std::thread::Builder::new().name("paddock-notify".to_owned()).spawn(move || {
                 let mut stats = Stats { sync_wake_up: sync, ..Stats::default() };
-                serve(&listener, &stop_read, records, opts, &mut stats);
+                let listener = std::sync::Arc::new(listener);
+                serve(&listener, &stop_read, records, opts, &grants, &mut stats);
                 let _ = tx.send(stats);
             })?;
         Ok(Server { stop: Some(stop_write), done, thread: Some(thread) })
@@ -119,9 +127,16 @@ fn notif_sizes() -> (usize, usize) {
     )
 }
 
-fn serve(listener: &OwnedFd, stop: &OwnedFd, mut records: File, opts: Options, stats: &mut Stats) {
+fn serve(
+    listener: &std::sync::Arc<OwnedFd>,
+    stop: &OwnedFd,
+    mut records: Option<File>,
+    opts: Options,
+    grants: &Grants,
+    stats: &mut Stats,
+) {
     let fd = listener.as_raw_fd();
-    let calls = filter::notified(opts);
+    let calls = filter::notified(opts, records.is_some());
     let view = Live::load();
     let (req_size, resp_size) = notif_sizes();
     let mut req = Buf::new(req_size);
@@ -158,7 +173,31 @@ fn serve(listener: &OwnedFd, stop: &OwnedFd, mut records: File, opts: Options, s
         // SAFETY: the buffer is 8-byte aligned and at least `seccomp_notif` long, and the
         // kernel filled it.
         let notif = unsafe { &*req.0.as_ptr().cast::<libc::seccomp_notif>() };
-        let (answer, record) = handle(fd, notif, &calls, &view);
+        let (answer, record) = if grants.is_empty() || notif.data.nr != CONNECT_NR {
+            handle(fd, notif, &calls, &view)
+        } else {
+            match connect_for_task(fd, notif, grants, opts.record_connects) {
+                Decided::Now(answer, record) => (answer, record),
+                Decided::Later(sock, addr) => {
+                    // A blocking connect of another family may take long: on a thread of
+                    // its own, so that the task's other calls are not held behind it.
+                    let later = (
+                        std::sync::Arc::clone(listener),
+                        notif.id,
+                        notif.pid,
+                        opts.record_connects,
+                    );
+                    let writer = records.as_ref().and_then(|r| r.try_clone().ok());
+                    let spawned = std::thread::Builder::new()
+                        .name("paddock-connect".to_owned())
+                        .spawn(move || connect_later(&later, &sock, &addr, writer));
+                    if spawned.is_ok() {
+                        continue;
+                    }
+                    (Some(Answer::Error(libc::EAGAIN)), None)
+                }
+            }
+        };
         let Some(answer) = answer else { continue };
         resp.0.fill(0);
         // SAFETY: the buffer holds at least `seccomp_notif_resp`.
@@ -167,6 +206,7 @@ fn serve(listener: &OwnedFd, stop: &OwnedFd, mut records: File, opts: Options, s
         match answer {
             Answer::Continue => out.flags = libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
             Answer::Error(errno) => out.error = -errno,
+            Answer::Done => {}
         }
         // SAFETY: sending a filled response struct.
         if unsafe { libc::ioctl(fd, libc::SECCOMP_IOCTL_NOTIF_SEND, resp.0.as_mut_ptr()) } != 0 {
@@ -180,7 +220,9 @@ fn serve(listener: &OwnedFd, stop: &OwnedFd, mut records: File, opts: Options, s
             }
             continue; // ENOENT: interrupted before the answer; a restart is notified anew
         }
-        if let Some(record) = record {
+        if let Some(record) = record
+            && let Some(records) = records.as_mut()
+        {
             stats.recorded += 1;
             // A closed record pipe must not stop the serving: calls would hang.
             let _ = records.write_all(&record.to_line());
@@ -191,6 +233,155 @@ fn serve(listener: &OwnedFd, stop: &OwnedFd, mut records: File, opts: Options, s
 enum Answer {
     Continue,
     Error(i32),
+    /// The call succeeded (the supervisor made it): returns 0.
+    Done,
+}
+
+#[allow(clippy::cast_possible_truncation)] // syscall numbers are small
+const CONNECT_NR: i32 = libc::SYS_connect as i32;
+
+/// What [`connect_for_task`] decided.
+enum Decided {
+    /// The answer (`None`: no longer valid) and the record, now.
+    Now(Option<Answer>, Option<NotifyRecord>),
+    /// A blocking connect of a socket of another family, with the address copied: made and
+    /// answered on a thread of its own.
+    Later(OwnedFd, Vec<u8>),
+}
+
+/// Answers a `connect` with unix sockets granted by path (see [`unix`]): the kernel never
+/// runs the call itself, since what it would re-read (the descriptor number's socket, the
+/// address) could have been changed by another thread of the task since the check.
+fn connect_for_task(
+    fd: i32,
+    notif: &libc::seccomp_notif,
+    grants: &Grants,
+    record_connects: bool,
+) -> Decided {
+    use Decided::Now;
+    let pid = notif.pid;
+    let args = notif.data.args;
+    let refuse = |errno| Now(Some(Answer::Error(errno)), None);
+    let Ok(pidfd) = unix::task_pidfd(pid) else {
+        return Now(id_valid(fd, notif.id).then_some(Answer::Error(libc::EACCES)), None);
+    };
+    // The pidfd is the caller's, not a reused pid's, only if the call is still waiting.
+    if !id_valid(fd, notif.id) {
+        return Now(None, None);
+    }
+    #[allow(clippy::cast_possible_truncation)] // the descriptor is an int
+    let sock = match unix::task_fd(&pidfd, args[0] as u32 as i32) {
+        Ok(sock) => sock,
+        Err(libc::EBADF) => return refuse(libc::EBADF),
+        // Not ours to read (a task that made itself non-dumpable): refused, never let run.
+        Err(_) => return refuse(libc::EACCES),
+    };
+    let Some(domain) = unix::socket_domain(&sock) else { return refuse(libc::ENOTSOCK) };
+    let max = if domain == libc::AF_UNIX { unix::SOCKADDR_UN_LEN } else { SOCKADDR_MAX };
+    let len = usize::try_from(args[2] & 0xffff_ffff).unwrap_or(usize::MAX);
+    if len > max && domain == libc::AF_UNIX {
+        return refuse(libc::EINVAL);
+    }
+    let Some(addr) = read_mem(pid, args[1], len.min(max)) else { return refuse(libc::EFAULT) };
+    if !id_valid(fd, notif.id) {
+        return Now(None, None);
+    }
+    if domain != libc::AF_UNIX {
+        let nonblocking = {
+            // SAFETY: F_GETFL on a descriptor we own.
+            let flags = unsafe { libc::fcntl(sock.as_raw_fd(), libc::F_GETFL) };
+            flags >= 0 && flags & libc::O_NONBLOCK != 0
+        };
+        if !nonblocking {
+            return Decided::Later(sock, addr);
+        }
+        let result = unix::connect_raw(&sock, &addr);
+        let record = network_record(pid, &addr, result, record_connects);
+        return Now(Some(result.map_or_else(Answer::Error, |()| Answer::Done)), record);
+    }
+    let refused = |path: Vec<u8>| NotifyRecord {
+        pid,
+        kind: RecordKind::UnixSocket,
+        syscall: "connect".to_owned(),
+        path: Some(Bytes(std::ffi::OsStr::from_bytes(&path).to_os_string())),
+        target: None,
+        errno: "EACCES".to_owned(),
+    };
+    match unix::parse_addr(&addr) {
+        Err(errno) => refuse(errno),
+        Ok(UnixAddr::Abstract(_)) if grants.abstract_shared => refuse(libc::EACCES),
+        Ok(UnixAddr::Abstract(name)) => Now(
+            Some(unix::connect_raw(&sock, &name).map_or_else(Answer::Error, |()| Answer::Done)),
+            None,
+        ),
+        Ok(UnixAddr::Path(path)) => {
+            let base = if path.starts_with(b"/") { None } else { classify::base_dir(pid, None) };
+            let Some(absolute) = classify::absolute(pid, base.as_deref(), &path) else {
+                return refuse(libc::EACCES);
+            };
+            let canonical = unix::canonical(&absolute);
+            match grants.target(&absolute, canonical.as_deref()) {
+                Some(target) => Now(
+                    Some(
+                        unix::connect_path(&sock, &target)
+                            .map_or_else(Answer::Error, |()| Answer::Done),
+                    ),
+                    None,
+                ),
+                None => Now(Some(Answer::Error(libc::EACCES)), Some(refused(absolute))),
+            }
+        }
+    }
+}
+
+/// The record of an inet connect that failed (when connects are recorded).
+fn network_record(
+    pid: u32,
+    addr: &[u8],
+    result: Result<(), i32>,
+    record_connects: bool,
+) -> Option<NotifyRecord> {
+    let errno = match result {
+        Err(libc::ENETUNREACH) => "ENETUNREACH",
+        Err(libc::EHOSTUNREACH) => "EHOSTUNREACH",
+        _ => return None,
+    };
+    let target = classify::connect_target(addr).filter(|_| record_connects)?;
+    Some(NotifyRecord {
+        pid,
+        kind: RecordKind::Network,
+        syscall: "connect".to_owned(),
+        path: None,
+        target: Some(target),
+        errno: errno.to_owned(),
+    })
+}
+
+/// Makes a blocking connect of a socket that is not a unix one and answers it.
+fn connect_later(
+    (listener, id, pid, record_connects): &(std::sync::Arc<OwnedFd>, u64, u32, bool),
+    sock: &OwnedFd,
+    addr: &[u8],
+    records: Option<File>,
+) {
+    let result = unix::connect_raw(sock, addr);
+    let mut resp = Buf::new(notif_sizes().1);
+    // SAFETY: the buffer holds at least `seccomp_notif_resp`.
+    let out = unsafe { &mut *resp.0.as_mut_ptr().cast::<libc::seccomp_notif_resp>() };
+    out.id = *id;
+    if let Err(errno) = result {
+        out.error = -errno;
+    }
+    // SAFETY: sending a filled response struct on the listener this thread holds.
+    let sent = unsafe {
+        libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_SEND, resp.0.as_mut_ptr())
+    } == 0;
+    if sent
+        && let Some(mut records) = records
+        && let Some(record) = network_record(*pid, addr, result, *record_connects)
+    {
+        let _ = records.write_all(&record.to_line());
+    }
 }
 
 fn id_valid(fd: i32, id: u64) -> bool {

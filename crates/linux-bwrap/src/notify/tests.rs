@@ -47,8 +47,8 @@ fn install_and_send(program: &[libc::sock_filter], sock: i32) {
 /// answers every notification with CONTINUE (EPERM for `socket`), and returns a description
 /// of every difference from what the probes expect.
 fn run_probes(opts: Options, probes: &[Probe]) -> Vec<String> {
-    let program = filter::program(opts);
-    let second = filter::program(opts);
+    let program = filter::program(opts, true);
+    let second = filter::program(opts, true);
     let mut pair = [0; 2];
     let mut report = [0; 2];
     // SAFETY: valid two-int arrays.
@@ -216,7 +216,10 @@ fn write_intent_calls_are_notified_and_reads_are_not() {
         probe("socket(AF_UNIX), not refused", libc::SYS_socket, [1, 1, 0, 0, 0, 0], false, 0),
         probe("connect, not recorded", libc::SYS_connect, [-1, 0, 0, 0, 0, 0], false, libc::EBADF),
     ];
-    let diffs = run_probes(Options { record_connects: false, refuse_unix_sockets: false }, &probes);
+    let diffs = run_probes(
+        Options { record_connects: false, refuse_unix_sockets: false, unix_grants: false },
+        &probes,
+    );
     let _ = std::fs::remove_dir_all(dir);
     assert!(diffs.is_empty(), "{diffs:#?}");
 }
@@ -239,7 +242,10 @@ fn legacy_calls_are_notified_on_x86_64() {
         probe("chmod", libc::SYS_chmod, [existing, 0o600, 0, 0, 0, 0], true, 0),
         probe("getppid", libc::SYS_getppid, [0; 6], false, 0),
     ];
-    let diffs = run_probes(Options { record_connects: false, refuse_unix_sockets: false }, &probes);
+    let diffs = run_probes(
+        Options { record_connects: false, refuse_unix_sockets: false, unix_grants: false },
+        &probes,
+    );
     let _ = std::fs::remove_dir_all(dir);
     assert!(diffs.is_empty(), "{diffs:#?}");
 }
@@ -268,14 +274,20 @@ fn unix_sockets_and_connects_are_notified_when_asked() {
         // On a bad descriptor: notified, then the kernel answers EBADF.
         probe("connect", libc::SYS_connect, [-1, addr, 16, 0, 0, 0], true, libc::EBADF),
     ];
-    let diffs = run_probes(Options { record_connects: true, refuse_unix_sockets: true }, &probes);
+    let diffs = run_probes(
+        Options { record_connects: true, refuse_unix_sockets: true, unix_grants: false },
+        &probes,
+    );
     assert!(diffs.is_empty(), "{diffs:#?}");
 }
 
 #[test]
 fn the_program_is_well_formed() {
     for (record_connects, refuse_unix_sockets) in [(false, false), (true, true)] {
-        let prog = filter::program(Options { record_connects, refuse_unix_sockets });
+        let prog = filter::program(
+            Options { record_connects, refuse_unix_sockets, unix_grants: false },
+            true,
+        );
         assert!(prog.len() < 200, "{} instructions", prog.len());
         for (i, ins) in prog.iter().enumerate() {
             let class = ins.code & 0x07;
@@ -513,8 +525,9 @@ fn kernel_versions_parse() {
 #[test]
 fn the_server_refuses_unix_sockets_records_and_fails_closed_once_stopped() {
     use super::serve::Server;
-    let opts = Options { record_connects: true, refuse_unix_sockets: true };
-    let program = filter::program(opts);
+    use super::unix::Grants;
+    let opts = Options { record_connects: true, refuse_unix_sockets: true, unix_grants: false };
+    let program = filter::program(opts, true);
     let addr = |ip: [u8; 4]| libc::sockaddr_in {
         sin_family: libc::AF_INET as u16,
         sin_port: 443u16.to_be(),
@@ -558,7 +571,9 @@ fn the_server_refuses_unix_sockets_records_and_fails_closed_once_stopped() {
     }
     let listener = fdpass::recv_fd(pair[0]).unwrap().expect("the child sends its listener");
     let (records_read, records_write) = std::io::pipe().unwrap();
-    let server = Server::start(listener, OwnedFd::from(records_write).into(), opts).unwrap();
+    let server =
+        Server::start(listener, Some(OwnedFd::from(records_write).into()), opts, Grants::default())
+            .unwrap();
     let mut first = [0u8; 4];
     // SAFETY: reading into a valid buffer.
     assert_eq!(unsafe { libc::read(report[0], first.as_mut_ptr().cast(), 4) }, 4);

@@ -1,0 +1,88 @@
+//! `unix-race:GRANTED,UNGRANTED,N`: the time-of-check/time-of-use attack on a supervisor
+//! that checks a `connect` address. Two threads flip one shared `sockaddr_un` between the
+//! two paths (which differ in one byte) while four threads connect through it, N attempts
+//! in all. Detail: `attempts=N connected=C refused=R other=O`; which server each connection
+//! reached is counted by the servers themselves.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+
+/// Runs the race; `Err` when the paths do not differ in exactly one byte.
+pub fn run(arg: &str) -> Result<String, String> {
+    let mut parts = arg.split(',');
+    let (Some(granted), Some(ungranted), Some(n)) = (parts.next(), parts.next(), parts.next())
+    else {
+        return Err("usage: unix-race:GRANTED,UNGRANTED,N".to_owned());
+    };
+    let n: usize = n.parse().map_err(|_| "N is not a number".to_owned())?;
+    let (a, b) = (granted.as_bytes(), ungranted.as_bytes());
+    let diff: Vec<usize> = (0..a.len()).filter(|&i| a.get(i) != b.get(i)).collect();
+    if a.len() != b.len() || diff.len() != 1 || a.len() >= 107 {
+        return Err("the two paths must have one length and differ in one byte".to_owned());
+    }
+    let at = diff[0];
+    // The shared address: family, then the path and its NUL; bytes flipped in place.
+    let addr: Arc<Vec<AtomicU8>> = Arc::new((0..110).map(|_| AtomicU8::new(0)).collect());
+    let family = (libc::AF_UNIX as u16).to_ne_bytes();
+    addr[0].store(family[0], Ordering::Relaxed);
+    addr[1].store(family[1], Ordering::Relaxed);
+    for (i, byte) in a.iter().enumerate() {
+        addr[2 + i].store(*byte, Ordering::Relaxed);
+    }
+    let len = (2 + a.len() + 1) as libc::socklen_t;
+    let done = Arc::new(AtomicBool::new(false));
+    let flippers: Vec<_> = (0..2)
+        .map(|_| {
+            let (addr, done) = (Arc::clone(&addr), Arc::clone(&done));
+            let (x, y) = (a[at], b[at]);
+            std::thread::spawn(move || {
+                while !done.load(Ordering::Relaxed) {
+                    addr[2 + at].store(x, Ordering::Relaxed);
+                    addr[2 + at].store(y, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    let next = Arc::new(AtomicUsize::new(0));
+    let counts = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0), AtomicUsize::new(0)]);
+    let connectors: Vec<_> = (0..4)
+        .map(|_| {
+            let (addr, next, counts) = (Arc::clone(&addr), Arc::clone(&next), Arc::clone(&counts));
+            std::thread::spawn(move || {
+                while next.fetch_add(1, Ordering::Relaxed) < n {
+                    // SAFETY: a fresh socket, connected through the shared buffer (an array
+                    // of bytes the kernel reads as a sockaddr_un), then closed.
+                    let (rc, errno) = unsafe {
+                        let fd =
+                            libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+                        if fd < 0 {
+                            (-1, std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
+                        } else {
+                            let rc = libc::connect(fd, addr.as_ptr().cast(), len);
+                            let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+                            libc::close(fd);
+                            (rc, errno)
+                        }
+                    };
+                    let slot = match (rc, errno) {
+                        (0, _) => 0,
+                        (_, libc::EACCES) => 1,
+                        _ => 2,
+                    };
+                    counts[slot].fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    for c in connectors {
+        let _ = c.join();
+    }
+    done.store(true, Ordering::Relaxed);
+    for f in flippers {
+        let _ = f.join();
+    }
+    let [c, r, o] = &*counts;
+    let (c, r, o) =
+        (c.load(Ordering::Relaxed), r.load(Ordering::Relaxed), o.load(Ordering::Relaxed));
+    Ok(format!("attempts={} connected={c} refused={r} other={o}", c + r + o))
+}
