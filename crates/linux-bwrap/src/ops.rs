@@ -219,9 +219,15 @@ pub fn mount_ops(policy: &ResolvedPolicy, inputs: &MountInputs) -> MountOps {
     let mut observed_files: Vec<AbsPathBuf> = Vec::new();
 
     for anchor in &policy.read_deny {
-        match anchor.kind {
-            None => continue,
-            Some(FileKind::Dir) => match &inputs.observer_dir {
+        // A missing anchor is masked on the placeholder the runner makes there
+        // ([`missing_deny_placeholders`]), as a directory unless it looks like a file.
+        let kind = anchor.kind.unwrap_or(if looks_like_file(&anchor.path) {
+            FileKind::File
+        } else {
+            FileKind::Dir
+        });
+        match kind {
+            FileKind::Dir => match &inputs.observer_dir {
                 Some(dir) => {
                     let i = match observed.iter().position(|a| a == &anchor.path) {
                         Some(i) => i,
@@ -248,7 +254,7 @@ pub fn mount_ops(policy: &ResolvedPolicy, inputs: &MountInputs) -> MountOps {
                     remount.push(anchor.path.clone());
                 }
             },
-            Some(FileKind::File | FileKind::Other | FileKind::Symlink) => {
+            FileKind::File | FileKind::Other | FileKind::Symlink => {
                 let src = match &inputs.observer_dir {
                     // Observed: an empty file of the observer's that records every open.
                     Some(dir) => {
@@ -353,7 +359,15 @@ pub fn mount_ops(policy: &ResolvedPolicy, inputs: &MountInputs) -> MountOps {
         })
         .collect();
 
-    let mut ops = vec![BwrapOp::RoBind { src: AbsPathBuf::root(), dest: AbsPathBuf::root() }];
+    // A deny anchor at `/` (with carve-outs bound back) is the root itself, mounted on
+    // bwrap's new root in place of the host's: a tmpfs stacked on the bind of `/` did not
+    // survive bwrap's pivot into the new root (the task then ran in the host's `/`, without
+    // the setup's later mounts).
+    let root_replaced = path_ops.first().is_some_and(|o| o.0 == AbsPathBuf::root() && o.1 == 0);
+    let mut ops = Vec::new();
+    if !root_replaced {
+        ops.push(BwrapOp::RoBind { src: AbsPathBuf::root(), dest: AbsPathBuf::root() });
+    }
     ops.extend(path_ops.into_iter().map(|o| o.2));
 
     // 3. Protected paths, read-only, after everything writable.
@@ -466,6 +480,27 @@ pub fn placeholders(policy: &ResolvedPolicy) -> Vec<paddock_policy::Placeholder>
         out.push(paddock_policy::Placeholder { path: first_missing.clone(), dir });
     }
     out.sort_by(|a, b| a.path.cmp(&b.path));
+    out
+}
+
+/// The placeholders of the read-deny anchors that are missing on the host (a `deny.read`
+/// entry that does not exist yet, `paddock_policy` resolution's outermost missing
+/// component): the runner makes each, so that the anchor's mask has a mount point and
+/// whatever appears there during the run is hidden. One hidden by another anchor needs none.
+pub fn missing_deny_placeholders(policy: &ResolvedPolicy) -> Vec<paddock_policy::Placeholder> {
+    let mut out: Vec<paddock_policy::Placeholder> = Vec::new();
+    for anchor in policy.read_deny.iter().filter(|a| a.kind.is_none()) {
+        let hidden = policy.read_deny.iter().any(|o| {
+            o.path != anchor.path
+                && anchor.path.starts_with(&o.path)
+                && !o.exceptions.iter().any(|e| anchor.path.starts_with(&e.path))
+        });
+        if hidden || out.iter().any(|o| o.path == anchor.path) {
+            continue;
+        }
+        let dir = !looks_like_file(&anchor.path);
+        out.push(paddock_policy::Placeholder { path: anchor.path.clone(), dir });
+    }
     out
 }
 

@@ -46,7 +46,9 @@ mod domain;
 mod env;
 mod error;
 mod glob;
+mod grants;
 mod host;
+mod missing;
 mod model;
 mod origin;
 mod path;
@@ -55,11 +57,14 @@ mod protected;
 mod report;
 mod resolve;
 mod resolved;
+mod spelling;
 pub mod srt;
 mod violation;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod walls_tests;
 
 pub use backend::Backend;
 pub use config::{Format, MAX_CONFIG_BYTES, load_str, parse_toml};

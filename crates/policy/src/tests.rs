@@ -185,7 +185,7 @@ fn deny_anchor_with_exceptions() {
 
 #[test]
 fn secrets_stay_hidden_inside_a_home_write_grant() {
-    let (r, _) = resolve_text("[allow]\nwrite = [\".\", \"~\"]\n").unwrap();
+    let (r, _) = resolve_text("[allow]\nwrite = [\".\", \"~\"]\nwrite-home = true\n").unwrap();
     assert!(!r.is_readable(&abs("/home/u/.ssh/id_canary")));
     // Shell start-up files are protected in a writable home, present or missing.
     assert!(!r.is_writable(&abs("/home/u/.bashrc")));
