@@ -27,6 +27,8 @@ mod process;
 mod strace_inside;
 mod trace_failures;
 mod violations;
+#[cfg(target_os = "linux")]
+mod walls_policy;
 
 /// Known gaps: hostile cases the design cannot contain yet. Each test asserts today's
 /// behaviour and prints the gap on every run, so that the fix turns it red.

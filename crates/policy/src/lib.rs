@@ -50,6 +50,7 @@ mod grants;
 mod host;
 mod missing;
 mod model;
+mod odd_paths;
 mod origin;
 mod path;
 mod plan;

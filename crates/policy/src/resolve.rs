@@ -20,6 +20,7 @@ use crate::grants;
 use crate::host::{FileKind, Host};
 use crate::missing;
 use crate::model::{Entry, NetworkRule, PathSpec, Policy, UnixSocketsRule};
+use crate::odd_paths;
 use crate::origin::Origin;
 use crate::path::{AbsPathBuf, DisplayBytes, os_from_bytes};
 use crate::protected::{PROTECTED_NAMES, Scope};
@@ -202,22 +203,22 @@ impl<'a> Resolver<'a> {
         for entry in &policy.allow.write {
             for r in self.entry_paths(entry, GlobKind::Write)? {
                 self.check_write(&r)?;
+                grants::refuse_protected_grant(
+                    self.host,
+                    policy,
+                    &r.path,
+                    &r.origin,
+                    &r.text,
+                    &self.project,
+                    &self.home,
+                )?;
+                if let Some(warning) =
+                    grants::check_home_grant(policy, &r.path, &r.origin, &r.text, &self.home)?
+                {
+                    self.note(&r.origin, &warning);
+                }
                 match r.kind {
                     Some(kind @ (FileKind::Dir | FileKind::File)) => {
-                        grants::refuse_protected_grant(
-                            self.host,
-                            policy,
-                            &r.path,
-                            &r.origin,
-                            &r.text,
-                            &self.project,
-                            &self.home,
-                        )?;
-                        if let Some(warning) = grants::check_home_grant(
-                            policy, &r.path, &r.origin, &r.text, &self.home,
-                        )? {
-                            self.note(&r.origin, &warning);
-                        }
                         write.push(WriteGrant { path: r.path, kind, origin: r.origin })
                     }
                     Some(_) => self.note(&r.origin, &format!("{} is not a file or directory; nothing granted", r.path)),
@@ -631,6 +632,7 @@ impl<'a> Resolver<'a> {
         }
         let mut out: Vec<ProtectedPath> = Vec::new();
         let mut pinned: Vec<AbsPathBuf> = Vec::new();
+        let mut degraded: Vec<odd_paths::Degraded> = Vec::new();
         // Most names share a parent (the project, its `.git`): each is canonicalized once.
         let mut parents: Vec<(AbsPathBuf, AbsPathBuf)> = Vec::new();
         for (path, rule, _dir) in wanted {
@@ -656,14 +658,14 @@ impl<'a> Resolver<'a> {
             if real == grant.path {
                 continue;
             }
+            if let Some(file) = odd_paths::file_ancestor(self.host, &real, &grant.path) {
+                degraded.push(odd_paths::below_a_file(file, &rule));
+                continue;
+            }
             let state = match self.host.kind(real.as_path()).map_err(host_error)? {
                 Some(FileKind::Symlink) => {
-                    return Err(Error::Plan {
-                        backend: "policy",
-                        message: format!(
-                            "the protected path {real} ({rule}) is a symbolic link inside a write grant, so it cannot be kept read-only; remove the link, or list {rule:?} in protected.writable if writing it is intended"
-                        ),
-                    });
+                    degraded.push(odd_paths::symlinked(self.host, &real, &rule, write)?);
+                    continue;
                 }
                 Some(kind) => ProtectedState::Exists { kind },
                 None => {
@@ -681,6 +683,16 @@ impl<'a> Resolver<'a> {
                 }
             }
             out.push(ProtectedPath { path: real, rule, state });
+        }
+        // Odd paths: one note each (a `.git` file holds several names), then kept.
+        let mut noted: Vec<String> = Vec::new();
+        for d in degraded {
+            if !noted.contains(&d.note) {
+                self.diagnostics.push(d.note.clone());
+                noted.push(d.note);
+            }
+            pinned.extend(d.pinned);
+            out.extend(d.protected);
         }
         out.sort_by(|a, b| a.path.cmp(&b.path));
         out.dedup_by(|a, b| a.path == b.path);
