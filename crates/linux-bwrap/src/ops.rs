@@ -359,15 +359,7 @@ pub fn mount_ops(policy: &ResolvedPolicy, inputs: &MountInputs) -> MountOps {
         })
         .collect();
 
-    // A deny anchor at `/` (with carve-outs bound back) is the root itself, mounted on
-    // bwrap's new root in place of the host's: a tmpfs stacked on the bind of `/` did not
-    // survive bwrap's pivot into the new root (the task then ran in the host's `/`, without
-    // the setup's later mounts).
-    let root_replaced = path_ops.first().is_some_and(|o| o.0 == AbsPathBuf::root() && o.1 == 0);
-    let mut ops = Vec::new();
-    if !root_replaced {
-        ops.push(BwrapOp::RoBind { src: AbsPathBuf::root(), dest: AbsPathBuf::root() });
-    }
+    let mut ops = vec![BwrapOp::RoBind { src: AbsPathBuf::root(), dest: AbsPathBuf::root() }];
     ops.extend(path_ops.into_iter().map(|o| o.2));
 
     // 3. Protected paths, read-only, after everything writable.

@@ -1,7 +1,6 @@
-//! Plans for deny anchors that are odd: missing on the host (masked on a placeholder the
-//! runner makes) and `/` itself (the root of the new root, not a mount stacked on it).
+//! Plans for deny anchors missing on the host: masked on a placeholder the runner makes.
 
-use paddock_policy::{Backend, DenyAnchor, Exception, FileKind, Origin};
+use paddock_policy::{Backend, DenyAnchor, FileKind, Origin};
 
 use crate::LinuxBwrap;
 use crate::tests::{facts, policy, task};
@@ -48,22 +47,4 @@ fn a_missing_deny_anchor_is_masked_on_a_placeholder() {
     });
     let plan = LinuxBwrap.plan(&p, &task(), &facts()).unwrap();
     assert!(!plan.placeholders.iter().any(|h| h.path.starts_with(&abs("/home/u/later-dir"))));
-}
-
-#[test]
-fn a_hidden_root_is_the_new_root_itself() {
-    let mut p = policy();
-    p.read_deny = vec![DenyAnchor {
-        path: abs("/"),
-        kind: Some(FileKind::Dir),
-        exceptions: vec![Exception { path: abs("/usr"), kind: FileKind::Dir, writable: false }],
-        origin: Origin::flag("--deny-read"),
-    }];
-    let a = args(&p);
-    // The first mount, after `--cap-drop ALL`.
-    let cap = a.iter().position(|x| x == "--cap-drop").unwrap();
-    let first = Some((a[cap + 2].clone(), a[cap + 3].clone()));
-    assert_eq!(first, Some(("--tmpfs".to_owned(), "/".to_owned())), "{a:?}");
-    assert!(!a.windows(3).any(|w| w == ["--ro-bind", "/", "/"]), "{a:?}");
-    assert!(a.windows(2).any(|w| w == ["--remount-ro", "/"]), "{a:?}");
 }
