@@ -275,6 +275,12 @@ fn a_symlinked_protected_name_stays_a_read_only_link() {
     assert_eq!(std::fs::read_to_string(sc.project.join("dotfiles/bashrc")).unwrap(), "original\n");
     assert_eq!(stderr(&out).matches("is a symbolic link").count(), 1, "one note: {out:?}");
     assert!(sc.project.join(".bashrc").symlink_metadata().unwrap().file_type().is_symlink());
+    // The link itself is no mount point (bwrap cannot mount on a link): a task that
+    // replaces it is named after the run, and the target stays untouched.
+    let out = sh(&sc, &sc.project, &[], "rm .bashrc && echo pwn > .bashrc; echo done");
+    assert!(stdout(&out).contains("done"), "{out:?}");
+    assert!(stderr(&out).contains("was removed or replaced during the run"), "{out:?}");
+    assert_eq!(std::fs::read_to_string(sc.project.join("dotfiles/bashrc")).unwrap(), "original\n");
 }
 
 #[test]

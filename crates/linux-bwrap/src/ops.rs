@@ -369,6 +369,9 @@ pub fn mount_ops(policy: &ResolvedPolicy, inputs: &MountInputs) -> MountOps {
             continue;
         }
         let target = match &p.state {
+            // A protected link: a bind would land on its target (kept read-only by a
+            // protected path of its own), or create a dangling link's target.
+            ProtectedState::Exists { kind: FileKind::Symlink } => continue,
             ProtectedState::Exists { .. } => p.path.clone(),
             ProtectedState::Missing { first_missing } => first_missing.clone(),
         };

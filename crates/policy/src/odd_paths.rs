@@ -5,8 +5,11 @@
 //!   earlier run planted) stays a link: its target is kept read-only when a write grant
 //!   holds it (a missing target gets a placeholder, so a dangling link cannot create it),
 //!   and needs nothing when none does (everything outside the grants is read-only). The
-//!   link is never followed to grant anything. A link whose target holds the write grant
-//!   itself is refused: keeping that target read-only would take the grant away.
+//!   link is never followed to grant anything. The link itself is listed as a protected
+//!   path of kind `Symlink`: a bind mount cannot cover a link (bwrap 0.8 lands on the
+//!   target), so the runner says after the run if it was removed or replaced. A link whose
+//!   target holds the write grant itself is refused: keeping that target read-only would
+//!   take the grant away.
 //! - A protected name below a file (`.git/hooks` when `.git` is a file pointing nowhere)
 //!   protects that file, read-only as it is.
 
@@ -18,8 +21,10 @@ use crate::resolved::{ProtectedPath, ProtectedState, WriteGrant};
 
 /// What to keep read-only for one odd protected path, the directories to pin, and the note.
 pub struct Degraded {
-    /// The path kept read-only instead, if any is needed.
-    pub protected: Option<ProtectedPath>,
+    /// The paths kept instead: the link itself (as a link, `Exists` of kind `Symlink`,
+    /// which a backend never mounts on, and the runner checks after the run) and the path
+    /// kept read-only in its place, if any is needed.
+    pub protected: Vec<ProtectedPath>,
     /// Directories between its grant and it, to pin.
     pub pinned: Vec<AbsPathBuf>,
     /// The one line that says so.
@@ -39,11 +44,11 @@ pub fn below_a_file(file: AbsPathBuf, rule: &str) -> Degraded {
         note: format!(
             "{file} is a file where protected names need a directory (a .git file pointing nowhere?); the file is kept read-only"
         ),
-        protected: Some(ProtectedPath {
+        protected: vec![ProtectedPath {
             path: file,
             rule: rule.to_owned(),
             state: ProtectedState::Exists { kind: FileKind::File },
-        }),
+        }],
         pinned: Vec::new(),
     }
 }
@@ -56,13 +61,18 @@ pub fn symlinked(
     write: &[WriteGrant],
 ) -> Result<Degraded> {
     let (target, kind) = canonicalize(host, link.as_path())?;
+    let itself = ProtectedPath {
+        path: link.clone(),
+        rule: rule.to_owned(),
+        state: ProtectedState::Exists { kind: FileKind::Symlink },
+    };
     let grant = write
         .iter()
         .filter(|g| g.kind == FileKind::Dir && target.starts_with(&g.path))
         .max_by_key(|g| g.path.as_os_str().len());
     let Some(grant) = grant else {
         return Ok(Degraded {
-            protected: None,
+            protected: vec![itself],
             pinned: Vec::new(),
             note: format!(
                 "the protected name {link} ({rule}) is a symbolic link to {target}, outside every write grant: the link is kept and its target stays read-only"
@@ -100,7 +110,7 @@ pub fn symlinked(
         note: format!(
             "the protected name {link} ({rule}) is a symbolic link to {target}: the link is kept and {what} is read-only"
         ),
-        protected: Some(ProtectedPath { path: target, rule: rule.to_owned(), state }),
+        protected: vec![itself, ProtectedPath { path: target, rule: rule.to_owned(), state }],
         pinned,
     })
 }
