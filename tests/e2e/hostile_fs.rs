@@ -233,7 +233,10 @@ fn a_home_grant_keeps_rc_and_persistence_files_read_only_fsw02_fsw08() {
              2>/dev/null; echo \"{rel} rc=$?\"\n"
         ));
     }
-    let out = sc.paddock().args(["run", "--allow-write", "~", "--", "sh", "-c", &script]).output();
+    let out = sc
+        .paddock()
+        .args(["run", "--allow-write", "~", "--allow-write-home", "--", "sh", "-c", &script])
+        .output();
     let out = out.unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     for (rel, existed) in PERSISTENCE.iter().zip(before) {
@@ -250,7 +253,8 @@ fn a_home_grant_keeps_rc_and_persistence_files_read_only_fsw02_fsw08() {
     }
     // The grant itself works.
     let ok = sc.home.join("notes.txt");
-    let (o, _) = sc.probe(&["--allow-write", "~"], &[&format!("write:{}", s(&ok))]);
+    let (o, _) =
+        sc.probe(&["--allow-write", "~", "--allow-write-home"], &[&format!("write:{}", s(&ok))]);
     assert_allowed(&o, "write", &s(&ok));
 }
 

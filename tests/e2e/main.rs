@@ -29,6 +29,8 @@ mod trace_failures;
 #[cfg(target_os = "linux")]
 mod unix_sockets;
 mod violations;
+#[cfg(target_os = "linux")]
+mod walls_policy;
 
 /// Known gaps: hostile cases the design cannot contain yet. Each test asserts today's
 /// behaviour and prints the gap on every run, so that the fix turns it red.

@@ -47,6 +47,9 @@ pub struct PolicyArgs {
     /// Also allow writing P.
     #[arg(long = "allow-write", value_name = "P")]
     pub allow_write: Vec<OsString>,
+    /// A write grant may cover the home directory (`allow.write-home`); a warning says so.
+    #[arg(long = "allow-write-home")]
+    pub allow_write_home: bool,
     /// Also hide P (a read-deny anchor).
     #[arg(long = "deny-read", value_name = "P")]
     pub deny_read: Vec<OsString>,

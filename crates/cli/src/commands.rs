@@ -373,7 +373,11 @@ pub fn run(args: &RunArgs) -> Result<u8> {
     if let Some(note) = itemize_note {
         eprintln!("paddock: note: {note}");
     }
+    let links = crate::links::ProtectedLinks::record(&loaded.resolved);
     let ran = run_itemized(mechanism, &plan, &loaded, &t, &facts, args, &opts, &runtime)?;
+    for line in links.changed() {
+        eprintln!("paddock: warning: {line}");
+    }
     // The proxy itemizes refused destinations whether or not a tracer ran.
     let proxied = bridges.has_proxy();
     let refused = bridges.stop(&loaded.resolved);

@@ -31,6 +31,7 @@ pub mod host;
 pub mod inside;
 #[cfg(target_os = "linux")]
 pub mod learn;
+pub mod links;
 pub mod load;
 #[cfg(target_os = "linux")]
 pub mod observe;

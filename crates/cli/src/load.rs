@@ -54,7 +54,9 @@ pub fn load_with(args: &PolicyArgs, foreign: Vec<PathBuf>) -> Result<Loaded> {
         .filter(|h| h.is_absolute())
         .ok_or_else(|| anyhow!("HOME is not set to an absolute path; set it so that `~` in a policy means something"))?;
     let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
-    let ctx = Context::new(project, home).with_env(env);
+    let ctx = Context::new(project, home)
+        .with_env(env)
+        .with_config_files(config.clone().into_iter().collect());
     // One remembering host for the whole resolution: rules share their ancestors.
     let host = CachedHost::with_foreign(foreign);
     let (resolved, more) = resolve(&policy, &ctx, &host)?;
@@ -156,6 +158,9 @@ fn apply_flags(policy: &mut Policy, args: &PolicyArgs) -> Result<()> {
                     Entry::new(UnixSocketsRule::Paths(vec![entry.clone()]), entry.origin);
             }
         }
+    }
+    if args.allow_write_home {
+        policy.allow.write_home = true;
     }
     if args.allow_unix_sockets {
         policy.allow.unix_sockets =

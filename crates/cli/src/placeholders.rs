@@ -62,7 +62,7 @@ impl Placeholders {
                     drop(out);
                     return Err(e).with_context(|| {
                         format!(
-                            "cannot create the placeholder {} for a missing protected path",
+                            "cannot create the placeholder {} for a missing protected or denied path",
                             p.path
                         )
                     });

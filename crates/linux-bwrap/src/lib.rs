@@ -65,6 +65,8 @@ mod tests;
 pub mod trace;
 #[cfg(target_os = "linux")]
 pub mod vfork;
+#[cfg(test)]
+mod walls_tests;
 
 pub use error::Error;
 

@@ -231,9 +231,15 @@ pub fn mount_ops(policy: &ResolvedPolicy, inputs: &MountInputs) -> MountOps {
     let mut observed_files: Vec<AbsPathBuf> = Vec::new();
 
     for anchor in &policy.read_deny {
-        match anchor.kind {
-            None => continue,
-            Some(FileKind::Dir) => match &inputs.observer_dir {
+        // A missing anchor is masked on the placeholder the runner makes there
+        // ([`missing_deny_placeholders`]), as a directory unless it looks like a file.
+        let kind = anchor.kind.unwrap_or(if looks_like_file(&anchor.path) {
+            FileKind::File
+        } else {
+            FileKind::Dir
+        });
+        match kind {
+            FileKind::Dir => match &inputs.observer_dir {
                 Some(dir) => {
                     let i = match observed.iter().position(|a| a == &anchor.path) {
                         Some(i) => i,
@@ -260,7 +266,7 @@ pub fn mount_ops(policy: &ResolvedPolicy, inputs: &MountInputs) -> MountOps {
                     remount.push(anchor.path.clone());
                 }
             },
-            Some(FileKind::File | FileKind::Other | FileKind::Symlink) => {
+            FileKind::File | FileKind::Other | FileKind::Symlink => {
                 let src = match &inputs.observer_dir {
                     // Observed: an empty file of the observer's that records every open.
                     Some(dir) => {
@@ -385,6 +391,9 @@ pub fn mount_ops(policy: &ResolvedPolicy, inputs: &MountInputs) -> MountOps {
             continue;
         }
         let target = match &p.state {
+            // A protected link: a bind would land on its target (kept read-only by a
+            // protected path of its own), or create a dangling link's target.
+            ProtectedState::Exists { kind: FileKind::Symlink } => continue,
             ProtectedState::Exists { .. } => p.path.clone(),
             ProtectedState::Missing { first_missing } => first_missing.clone(),
         };
@@ -488,6 +497,27 @@ pub fn placeholders(policy: &ResolvedPolicy) -> Vec<paddock_policy::Placeholder>
         out.push(paddock_policy::Placeholder { path: first_missing.clone(), dir });
     }
     out.sort_by(|a, b| a.path.cmp(&b.path));
+    out
+}
+
+/// The placeholders of the read-deny anchors that are missing on the host (a `deny.read`
+/// entry that does not exist yet, `paddock_policy` resolution's outermost missing
+/// component): the runner makes each, so that the anchor's mask has a mount point and
+/// whatever appears there during the run is hidden. One hidden by another anchor needs none.
+pub fn missing_deny_placeholders(policy: &ResolvedPolicy) -> Vec<paddock_policy::Placeholder> {
+    let mut out: Vec<paddock_policy::Placeholder> = Vec::new();
+    for anchor in policy.read_deny.iter().filter(|a| a.kind.is_none()) {
+        let hidden = policy.read_deny.iter().any(|o| {
+            o.path != anchor.path
+                && anchor.path.starts_with(&o.path)
+                && !o.exceptions.iter().any(|e| anchor.path.starts_with(&e.path))
+        });
+        if hidden || out.iter().any(|o| o.path == anchor.path) {
+            continue;
+        }
+        let dir = !looks_like_file(&anchor.path);
+        out.push(paddock_policy::Placeholder { path: anchor.path.clone(), dir });
+    }
     out
 }
 

@@ -256,6 +256,12 @@ impl Backend for LinuxBwrap {
             bridges: net.bridges,
             placeholders: {
                 let mut p = ops::placeholders(policy);
+                for extra in ops::missing_deny_placeholders(policy) {
+                    if !p.iter().any(|o| o.path == extra.path) {
+                        p.push(extra);
+                    }
+                }
+                p.sort_by(|a, b| a.path.cmp(&b.path));
                 if uses_masked {
                     // Created empty with mode 0000 by the runner (every file placeholder is),
                     // so a task without capabilities gets EACCES reading a hidden file.

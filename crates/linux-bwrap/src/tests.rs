@@ -293,12 +293,14 @@ fn nesting_anchor_in_grant_project_in_tmp_and_file_anchor() {
             --ro-bind / /
             --dev /dev
             --ro-bind /run/user/1000/paddock/t1/masked /home/u/.git-credentials
+            --tmpfs /home/u/.nothing
             --proc /proc
             --tmpfs /run/user/1000/paddock
             --tmpfs /tmp
             --bind /tmp/proj /tmp/proj
             --tmpfs /tmp/proj/secrets
             --ro-bind /tmp/proj/secrets/public /tmp/proj/secrets/public
+            --remount-ro /home/u/.nothing
             --remount-ro /tmp/proj/secrets
             --ro-bind /home/u/.cargo/bin/paddock /dev/.paddock-supervisor
         "#]],

@@ -54,6 +54,7 @@ const ALLOW_KEYS: &[&str] = &[
     "git-config",
     "system-info",
     "mach-lookup",
+    "write-home",
 ];
 const DENY_KEYS: &[&str] = &["read", "write", "network", "builtin-secrets"];
 const PROTECTED_KEYS: &[&str] = &["writable", "extra"];
@@ -136,6 +137,9 @@ pub fn parse_toml(text: &str, file: &Path) -> Result<Policy> {
         }
         if let Some(v) = t.get("system-info") {
             allow.system_info = reader.boolean(v, &origin.child("system-info"))?;
+        }
+        if let Some(v) = t.get("write-home") {
+            allow.write_home = reader.boolean(v, &origin.child("write-home"))?;
         }
         if let Some(v) = t.get("mach-lookup") {
             allow.mach_lookup = reader.strings(v, &origin.child("mach-lookup"))?;

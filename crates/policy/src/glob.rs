@@ -71,6 +71,19 @@ pub enum GlobError {
     TooLarge,
 }
 
+/// The matcher of `pattern` (relative, `/`-separated), or why it is no glob.
+pub fn validate(pattern: &Path) -> Result<globset::GlobMatcher, GlobError> {
+    let text = pattern.to_string_lossy();
+    // Braces are literal characters here (see the module doc).
+    let escaped = text.replace('{', "[{]").replace('}', "[}]");
+    Ok(GlobBuilder::new(&escaped)
+        .literal_separator(true)
+        .backslash_escape(true)
+        .build()
+        .map_err(|e| GlobError::Invalid(e.kind().to_string()))?
+        .compile_matcher())
+}
+
 /// Expands `pattern` (relative, `/`-separated) under `base`, returning the absolute paths of
 /// existing entries it matches (not following symlinked directories while walking).
 pub fn expand(
@@ -79,14 +92,7 @@ pub fn expand(
     pattern: &Path,
 ) -> Result<Vec<AbsPathBuf>, GlobError> {
     let text = pattern.to_string_lossy();
-    // Braces are literal characters here (see the module doc).
-    let escaped = text.replace('{', "[{]").replace('}', "[}]");
-    let matcher = GlobBuilder::new(&escaped)
-        .literal_separator(true)
-        .backslash_escape(true)
-        .build()
-        .map_err(|e| GlobError::Invalid(e.kind().to_string()))?
-        .compile_matcher();
+    let matcher = validate(pattern)?;
     let depth = if text.contains("**") { usize::MAX } else { pattern.components().count() };
     let mut hits = Vec::new();
     let mut visits = 0usize;

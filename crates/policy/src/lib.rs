@@ -47,8 +47,11 @@ mod env;
 mod error;
 mod expand;
 mod glob;
+mod grants;
 mod host;
+mod missing;
 mod model;
+mod odd_paths;
 mod origin;
 mod path;
 mod plan;
@@ -56,6 +59,7 @@ mod protected;
 mod report;
 mod resolve;
 mod resolved;
+mod spelling;
 pub mod srt;
 mod violation;
 
@@ -63,6 +67,8 @@ mod violation;
 mod tests;
 #[cfg(test)]
 mod unix_socket_tests;
+#[cfg(test)]
+mod walls_tests;
 
 pub use backend::Backend;
 pub use config::{Format, MAX_CONFIG_BYTES, load_str, parse_toml};

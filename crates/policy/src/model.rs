@@ -87,6 +87,9 @@ pub struct Allow {
     pub system_info: bool,
     /// macOS: mach services the task may look up.
     pub mach_lookup: Vec<Entry<String>>,
+    /// A write grant may cover the home directory (`allow.write = ["~"]`); a warning says
+    /// so on every run. Without it such a grant is an error.
+    pub write_home: bool,
 }
 
 impl Default for Allow {
@@ -105,6 +108,7 @@ impl Default for Allow {
             git_config: false,
             system_info: false,
             mach_lookup: Vec::new(),
+            write_home: false,
         }
     }
 }

@@ -17,8 +17,11 @@ use crate::env::build_env;
 use crate::error::{Error, Result};
 use crate::expand::ExpandError;
 use crate::glob::{self, GlobError};
+use crate::grants;
 use crate::host::{FileKind, Host};
+use crate::missing;
 use crate::model::{Entry, NetworkRule, PathSpec, Policy, UnixSocketsRule};
+use crate::odd_paths;
 use crate::origin::Origin;
 use crate::path::{AbsPathBuf, DisplayBytes, os_from_bytes};
 use crate::protected::{PROTECTED_NAMES, Scope};
@@ -26,6 +29,7 @@ use crate::resolved::{
     DenyAnchor, Exception, GlobKind, GlobRule, IgnoreRules, NetworkPolicy, ProtectedPath,
     ProtectedState, ReportScope, ResolvedPolicy, SocketPath, UnixSockets, WriteGrant,
 };
+use crate::spelling::{self, Anchored};
 
 /// What resolution needs to know about the run besides the policy.
 #[derive(Clone, Debug)]
@@ -36,17 +40,31 @@ pub struct Context {
     pub home: PathBuf,
     /// The runner's environment, from which the task's is built.
     pub env: Vec<(OsString, OsString)>,
+    /// The config files paddock read (absolute): read-only inside the sandbox wherever a
+    /// write grant covers them.
+    pub config_files: Vec<PathBuf>,
 }
 
 impl Context {
     /// A context with an empty environment.
     pub fn new(project_dir: impl Into<PathBuf>, home: impl Into<PathBuf>) -> Context {
-        Context { project_dir: project_dir.into(), home: home.into(), env: Vec::new() }
+        Context {
+            project_dir: project_dir.into(),
+            home: home.into(),
+            env: Vec::new(),
+            config_files: Vec::new(),
+        }
     }
 
     /// The same context with the runner's environment.
     pub fn with_env(mut self, env: Vec<(OsString, OsString)>) -> Context {
         self.env = env;
+        self
+    }
+
+    /// The same context with the config files paddock read.
+    pub fn with_config_files(mut self, files: Vec<PathBuf>) -> Context {
+        self.config_files = files;
         self
     }
 }
@@ -186,6 +204,20 @@ impl<'a> Resolver<'a> {
         for entry in &policy.allow.write {
             for r in self.entry_paths(entry, GlobKind::Write)? {
                 self.check_write(&r)?;
+                grants::refuse_protected_grant(
+                    self.host,
+                    policy,
+                    &r.path,
+                    &r.origin,
+                    &r.text,
+                    &self.project,
+                    &self.home,
+                )?;
+                if let Some(warning) =
+                    grants::check_home_grant(policy, &r.path, &r.origin, &r.text, &self.home)?
+                {
+                    self.note(&r.origin, &warning);
+                }
                 match r.kind {
                     Some(kind @ (FileKind::Dir | FileKind::File)) => {
                         write.push(WriteGrant { path: r.path, kind, origin: r.origin })
@@ -207,12 +239,16 @@ impl<'a> Resolver<'a> {
         let mut anchors: Vec<DenyAnchor> = Vec::new();
         for entry in &anchor_entries {
             for r in self.entry_paths(entry, GlobKind::DenyRead)? {
-                if r.kind.is_none() {
-                    // Nothing to hide; a backend that denies by path still sees the glob rule.
-                    continue;
-                }
+                let path = match r.kind {
+                    Some(_) => r.path,
+                    // Missing now: masked anyway (`crate::missing`).
+                    None if missing::masks_when_missing(entry) => {
+                        missing::outermost_missing(self.host, &r.path)?
+                    }
+                    None => continue,
+                };
                 anchors.push(DenyAnchor {
-                    path: r.path,
+                    path,
                     kind: r.kind,
                     exceptions: Vec::new(),
                     origin: r.origin,
@@ -236,6 +272,9 @@ impl<'a> Resolver<'a> {
                     });
                 }
                 if let Some(kind) = r.kind {
+                    if let Some(link) = self.spelled_link(entry, &r.path, &write) {
+                        reads.push((link, kind));
+                    }
                     reads.push((r.path, kind));
                 }
             }
@@ -365,34 +404,71 @@ impl<'a> Resolver<'a> {
         env
     }
 
+    /// The path an `allow.read` entry was spelled as, when a link outside every write grant
+    /// led it to `real` (`/lib64` to `/usr/lib64`): under a hidden `/` the link is gone, so
+    /// the spelled path is bound from it too. A link a task could plant or swap (inside a
+    /// write grant) is never followed twice.
+    fn spelled_link(
+        &self,
+        entry: &Entry<PathSpec>,
+        real: &AbsPathBuf,
+        write: &[WriteGrant],
+    ) -> Option<AbsPathBuf> {
+        let spelled = spelling::spell(&entry.value.0);
+        if spelled.forced_glob || spelling::looks_like_glob(&spelled.text) {
+            return None;
+        }
+        let lexical = AbsPathBuf::new_lexical(self.anchor(&spelled.text).0)?;
+        let through_writable = |p: &AbsPathBuf| write.iter().any(|g| p.starts_with(&g.path));
+        (lexical != *real && !through_writable(&lexical)).then_some(lexical)
+    }
+
     fn note(&mut self, origin: &Origin, message: &str) {
         self.diagnostics.push(format!("{origin}: {message}"));
     }
 
-    /// Anchors an entry's text: `~` at home, relative at the project.
+    /// Anchors an entry's text: `~` at home, relative at the project; normalized first
+    /// (`crate::spelling`), for every key.
     fn anchor(&self, text: &OsStr) -> (PathBuf, Spelling) {
+        let (anchored, spelling) = self.anchor_parts(&spelling::spell(text).text);
+        (anchored.path(), spelling)
+    }
+
+    /// Anchors normalized text, keeping the anchor apart from what was written below it.
+    fn anchor_parts(&self, text: &OsStr) -> (Anchored, Spelling) {
         let bytes = text.as_encoded_bytes();
+        let at = |base: &AbsPathBuf, rest: &[u8]| Anchored {
+            base: base.as_path().to_path_buf(),
+            rest: PathBuf::from(os_from_bytes(rest.to_vec())),
+        };
         if bytes == b"~" {
-            (self.home.as_path().to_path_buf(), Spelling::Home)
+            (at(&self.home, b""), Spelling::Home)
         } else if let Some(rest) = bytes.strip_prefix(b"~/") {
-            (self.home.as_path().join(os_from_bytes(rest.to_vec())), Spelling::Home)
-        } else if Path::new(text).is_absolute() {
-            (PathBuf::from(text), Spelling::Absolute)
+            (at(&self.home, rest), Spelling::Home)
+        } else if let Some(rest) = bytes.strip_prefix(b"/") {
+            (at(&AbsPathBuf::root(), rest), Spelling::Absolute)
+        } else if bytes == b"." {
+            (at(&self.project, b""), Spelling::Relative)
         } else {
-            (self.project.as_path().join(text), Spelling::Relative)
+            (at(&self.project, bytes), Spelling::Relative)
         }
     }
 
     /// The paths one entry names: itself, or a glob's hits (recording the glob rule).
+    /// An entry that exists as written is literal; glob syntax applies only to one that does
+    /// not, or to one marked `glob:` (`crate::spelling`). Text that is no valid glob is a
+    /// literal path too (a deny entry must never fail to start over a bracket).
     fn entry_paths(&mut self, entry: &Entry<PathSpec>, kind: GlobKind) -> Result<Vec<Resolved>> {
         let raw = &entry.value.0;
         if let Some(text) = raw.to_str() {
             check_path_text(text, &entry.origin)?;
         }
-        let bytes = raw.as_encoded_bytes();
-        let collapsed = glob::collapse_whole_dir(bytes).map(os_from_bytes);
-        let text: &OsStr = collapsed.as_deref().unwrap_or(raw);
-        let (anchored, spelling) = self.anchor(text);
+        let spelled = spelling::spell(raw);
+        let collapsed = glob::collapse_whole_dir(spelled.text.as_encoded_bytes())
+            .filter(|_| spelled.forced_glob || spelling::looks_like_glob(&spelled.text))
+            .map(os_from_bytes);
+        let (parts, spelling) = self.anchor_parts(&spelled.text);
+        let anchored = parts.path();
         let lexical = AbsPathBuf::new_lexical(&anchored).unwrap_or_else(AbsPathBuf::root);
         let spelled_inside_project =
             spelling == Spelling::Relative || lexical.starts_with(&self.project);
@@ -418,18 +494,35 @@ impl<'a> Resolver<'a> {
             });
         }
         let shown = DisplayBytes(raw).to_string();
-        if !glob::is_glob(text.as_encoded_bytes()) {
-            let (path, kind) = canonicalize(self.host, &anchored)?;
-            return Ok(vec![Resolved {
-                path,
-                kind,
-                origin: entry.origin.clone(),
-                spelled_inside_project,
-                spelling,
-                text: shown,
-            }]);
+        let literal = |path: AbsPathBuf, kind: Option<FileKind>| Resolved {
+            path,
+            kind,
+            origin: entry.origin.clone(),
+            spelled_inside_project,
+            spelling,
+            text: shown.clone(),
+        };
+        if !spelled.forced_glob {
+            let (path, found) = canonicalize(self.host, &anchored)?;
+            if found.is_some() || !spelling::looks_like_glob(&spelled.text) {
+                return Ok(vec![literal(path, found)]);
+            }
+            if let Some(whole) = &collapsed {
+                // `dir/**`: the directory itself.
+                let (whole_parts, _) = self.anchor_parts(whole);
+                let (path, found) = canonicalize(self.host, &whole_parts.path())?;
+                return Ok(vec![literal(path, found)]);
+            }
+            if glob::validate(&parts.split_glob().1).is_err() {
+                // Not a pattern at all: the literal path, which does not exist.
+                return Ok(vec![literal(path, found)]);
+            }
+        } else if let Some(whole) = &collapsed {
+            let (whole_parts, _) = self.anchor_parts(whole);
+            let (path, found) = canonicalize(self.host, &whole_parts.path())?;
+            return Ok(vec![literal(path, found)]);
         }
-        let (base_text, pattern) = glob::split_static(&anchored);
+        let (base_text, pattern) = parts.split_glob();
         let (base, base_kind) = canonicalize(self.host, &base_text)?;
         self.globs.push(GlobRule {
             kind,
@@ -467,14 +560,7 @@ impl<'a> Resolver<'a> {
                 dropped += 1;
                 continue;
             }
-            out.push(Resolved {
-                path: real,
-                kind: real_kind,
-                origin: entry.origin.clone(),
-                spelled_inside_project,
-                spelling,
-                text: shown.clone(),
-            });
+            out.push(literal(real, real_kind));
         }
         if dropped > 0 {
             self.note(&entry.origin, &format!("{dropped} match(es) of `{shown}` leave {base} through a symlink and are not granted"));
@@ -538,6 +624,8 @@ impl<'a> Resolver<'a> {
             if matches!(self.host.kind(g.path.join(".git").as_path()), Ok(Some(_))) {
                 bases.push((g.path.clone(), Scope::Repo));
             }
+            // A grant below a work tree (`.git`, `.config`) holds its protected names too.
+            bases.extend(grants::repo_bases_above(self.host, &g.path, &self.project, &self.home));
         }
         bases.sort();
         bases.dedup();
@@ -556,6 +644,15 @@ impl<'a> Resolver<'a> {
                 wanted.extend(self.git_dirs(base));
             }
         }
+        // Every config file paddock read, so that a task cannot rewrite the next run's
+        // policy (also one given with `-c FILE` inside the project).
+        for file in &self.ctx.config_files {
+            wanted.push((
+                AbsPathBuf::new_lexical(file).unwrap_or_else(AbsPathBuf::root),
+                "config file".to_owned(),
+                false,
+            ));
+        }
         for entry in &policy.deny.write {
             let (anchored, _) = self.anchor(&entry.value.0);
             wanted.push((
@@ -566,6 +663,7 @@ impl<'a> Resolver<'a> {
         }
         let mut out: Vec<ProtectedPath> = Vec::new();
         let mut pinned: Vec<AbsPathBuf> = Vec::new();
+        let mut degraded: Vec<odd_paths::Degraded> = Vec::new();
         // Most names share a parent (the project, its `.git`): each is canonicalized once.
         let mut parents: Vec<(AbsPathBuf, AbsPathBuf)> = Vec::new();
         for (path, rule, _dir) in wanted {
@@ -591,14 +689,14 @@ impl<'a> Resolver<'a> {
             if real == grant.path {
                 continue;
             }
+            if let Some(file) = odd_paths::file_ancestor(self.host, &real, &grant.path) {
+                degraded.push(odd_paths::below_a_file(file, &rule));
+                continue;
+            }
             let state = match self.host.kind(real.as_path()).map_err(host_error)? {
                 Some(FileKind::Symlink) => {
-                    return Err(Error::Plan {
-                        backend: "policy",
-                        message: format!(
-                            "the protected path {real} ({rule}) is a symbolic link inside a write grant, so it cannot be kept read-only; remove the link, or list {rule:?} in protected.writable if writing it is intended"
-                        ),
-                    });
+                    degraded.push(odd_paths::symlinked(self.host, &real, &rule, write)?);
+                    continue;
                 }
                 Some(kind) => ProtectedState::Exists { kind },
                 None => {
@@ -616,6 +714,16 @@ impl<'a> Resolver<'a> {
                 }
             }
             out.push(ProtectedPath { path: real, rule, state });
+        }
+        // Odd paths: one note each (a `.git` file holds several names), then kept.
+        let mut noted: Vec<String> = Vec::new();
+        for d in degraded {
+            if !noted.contains(&d.note) {
+                self.diagnostics.push(d.note.clone());
+                noted.push(d.note);
+            }
+            pinned.extend(d.pinned);
+            out.extend(d.protected);
         }
         out.sort_by(|a, b| a.path.cmp(&b.path));
         out.dedup_by(|a, b| a.path == b.path);
@@ -738,15 +846,25 @@ impl<'a> Resolver<'a> {
     fn glob_texts(&mut self, list: &[Entry<PathSpec>]) -> Result<Vec<String>> {
         let mut out = Vec::new();
         for entry in list {
-            let (anchored, _) = self.anchor(&entry.value.0);
-            let (base, pattern) = glob::split_static(&anchored);
+            let spelled = spelling::spell(&entry.value.0);
+            let (parts, _) = self.anchor_parts(&spelled.text);
+            let (whole, kind) = canonicalize(self.host, &parts.path())?;
+            // An existing path (or no pattern) is literal: its brackets are escaped.
+            if !spelled.forced_glob && (kind.is_some() || !spelling::looks_like_glob(&spelled.text))
+            {
+                out.push(spelling::escape_glob(whole.as_path()));
+                continue;
+            }
+            let (base, pattern) = parts.split_glob();
             let (base_real, _) = canonicalize(self.host, &base)?;
-            let full = if pattern.as_os_str().is_empty() {
-                base_real.as_path().to_path_buf()
-            } else {
-                base_real.as_path().join(pattern)
-            };
-            out.push(full.to_string_lossy().into_owned());
+            let mut text = spelling::escape_glob(base_real.as_path());
+            if !pattern.as_os_str().is_empty() {
+                if !text.ends_with('/') {
+                    text.push('/');
+                }
+                text.push_str(&pattern.to_string_lossy());
+            }
+            out.push(text);
         }
         Ok(out)
     }

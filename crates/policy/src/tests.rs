@@ -185,7 +185,7 @@ fn deny_anchor_with_exceptions() {
 
 #[test]
 fn secrets_stay_hidden_inside_a_home_write_grant() {
-    let (r, _) = resolve_text("[allow]\nwrite = [\".\", \"~\"]\n").unwrap();
+    let (r, _) = resolve_text("[allow]\nwrite = [\".\", \"~\"]\nwrite-home = true\n").unwrap();
     assert!(!r.is_readable(&abs("/home/u/.ssh/id_canary")));
     // Shell start-up files are protected in a writable home, present or missing.
     assert!(!r.is_writable(&abs("/home/u/.bashrc")));
@@ -230,11 +230,52 @@ fn worktree_git_dir_is_protected() {
 }
 
 #[test]
-fn protected_symlink_in_a_write_grant_fails_closed() {
-    // SYM-04: a planted `.vscode -> ~/.config/autostart` is reported, never followed.
+fn protected_symlink_in_a_write_grant_is_reported_and_never_followed() {
+    // SYM-04: a planted `.vscode -> ~/.config/autostart` is reported, never followed: its
+    // target lies outside every write grant, so nothing there is granted or bound.
     let host = fixture().symlink("/home/u/proj/.vscode", "/home/u/.config/autostart");
+    let (r, notes) = resolve(&load("").unwrap(), &ctx(), &host).unwrap();
+    assert!(
+        notes.iter().any(|n| n.contains(".vscode") && n.contains("symbolic link")),
+        "{notes:?}"
+    );
+    assert!(!r.protected.iter().any(|p| p.path.starts_with(&abs("/home/u/.config"))));
+    assert!(!r.is_writable(&abs("/home/u/.config/autostart/x.desktop")));
+    // A link whose target holds the grant itself cannot be kept: refused.
+    let host = fixture().symlink("/home/u/proj/.vscode", ".");
     let e = resolve(&load("").unwrap(), &ctx(), &host).unwrap_err().to_string();
-    assert!(e.contains(".vscode") && e.contains("symbolic link"), "{e}");
+    assert!(e.contains(".vscode") && e.contains("protected.writable"), "{e}");
+}
+
+#[test]
+fn a_symlinked_protected_name_keeps_its_target_read_only() {
+    let host = fixture()
+        .file("/home/u/proj/dotfiles/bashrc", "")
+        .symlink("/home/u/proj/.bashrc", "dotfiles/bashrc")
+        .symlink("/home/u/proj/.zshrc", "dotfiles/missing/zshrc");
+    let (r, notes) = resolve(&load("").unwrap(), &ctx(), &host).unwrap();
+    assert!(!r.is_writable(&abs("/home/u/proj/dotfiles/bashrc")));
+    let z = r.protected.iter().find(|p| p.path == abs("/home/u/proj/dotfiles/missing/zshrc"));
+    assert_eq!(
+        z.map(|p| p.state.clone()),
+        Some(ProtectedState::Missing { first_missing: abs("/home/u/proj/dotfiles/missing") })
+    );
+    assert_eq!(notes.iter().filter(|n| n.contains("symbolic link")).count(), 2, "{notes:?}");
+}
+
+#[test]
+fn a_git_file_pointing_nowhere_is_protected_as_a_file() {
+    let host = FakeHost::new()
+        .file("/home/u/proj/.git", "gitdir: /nowhere\n")
+        .file("/home/u/proj/src/main.rs", "");
+    let (r, notes) = resolve(&load("").unwrap(), &ctx(), &host).unwrap();
+    let git = r.protected.iter().find(|p| p.path == abs("/home/u/proj/.git")).unwrap();
+    assert_eq!(git.state, ProtectedState::Exists { kind: FileKind::File });
+    assert!(
+        !r.protected.iter().any(|p| p.path.starts_with(&abs("/home/u/proj/.git/"))
+            && p.path != abs("/home/u/proj/.git"))
+    );
+    assert_eq!(notes.iter().filter(|n| n.contains("is a file where")).count(), 1, "{notes:?}");
 }
 
 #[test]

@@ -1,0 +1,50 @@
+//! Plans for deny anchors missing on the host: masked on a placeholder the runner makes.
+
+use paddock_policy::{Backend, DenyAnchor, FileKind, Origin};
+
+use crate::LinuxBwrap;
+use crate::tests::{facts, policy, task};
+
+fn abs(p: &str) -> paddock_policy::AbsPathBuf {
+    paddock_policy::AbsPathBuf::new_lexical(p).unwrap()
+}
+
+fn args(p: &paddock_policy::ResolvedPolicy) -> Vec<String> {
+    let plan = LinuxBwrap.plan(p, &task(), &facts()).unwrap();
+    let bytes = &plan.payloads.iter().find(|p| p.name == "bwrap-args").unwrap().bytes;
+    String::from_utf8_lossy(bytes).split('\0').map(str::to_owned).collect()
+}
+
+fn missing(path: &str) -> DenyAnchor {
+    DenyAnchor {
+        path: abs(path),
+        kind: None,
+        exceptions: vec![],
+        origin: Origin::flag("--deny-read"),
+    }
+}
+
+#[test]
+fn a_missing_deny_anchor_is_masked_on_a_placeholder() {
+    let mut p = policy();
+    p.read_deny = vec![missing("/home/u/later.txt"), missing("/home/u/later-dir")];
+    let plan = LinuxBwrap.plan(&p, &task(), &facts()).unwrap();
+    let holders: Vec<(String, bool)> =
+        plan.placeholders.iter().map(|p| (p.path.to_string(), p.dir)).collect();
+    assert!(holders.contains(&("/home/u/later.txt".to_owned(), false)), "{holders:?}");
+    assert!(holders.contains(&("/home/u/later-dir".to_owned(), true)), "{holders:?}");
+    let a = args(&p).join(" ");
+    assert!(a.contains("--ro-bind /run/user/1000/paddock/t1/masked /home/u/later.txt"), "{a}");
+    assert!(
+        a.contains("--tmpfs /home/u/later-dir") && a.contains("--remount-ro /home/u/later-dir")
+    );
+    // Hidden by another anchor already: no placeholder.
+    p.read_deny.push(DenyAnchor {
+        path: abs("/home/u"),
+        kind: Some(FileKind::Dir),
+        exceptions: vec![],
+        origin: Origin::flag("--deny-read"),
+    });
+    let plan = LinuxBwrap.plan(&p, &task(), &facts()).unwrap();
+    assert!(!plan.placeholders.iter().any(|h| h.path.starts_with(&abs("/home/u/later-dir"))));
+}
