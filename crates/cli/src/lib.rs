@@ -33,11 +33,15 @@ pub mod inside;
 pub mod learn;
 pub mod load;
 #[cfg(target_os = "linux")]
+pub mod new_repos;
+#[cfg(target_os = "linux")]
 pub mod observe;
 #[cfg(target_os = "linux")]
 pub mod placeholders;
 #[cfg(target_os = "linux")]
 pub mod prespawn;
+#[cfg(unix)]
+pub mod project_walk;
 pub mod propose;
 pub mod report;
 #[cfg(target_os = "linux")]
@@ -48,3 +52,7 @@ pub mod spares;
 pub mod supervise;
 #[cfg(target_os = "linux")]
 pub mod trace;
+#[cfg(unix)]
+pub mod walk;
+#[cfg(unix)]
+pub mod walk_cache;
