@@ -186,8 +186,11 @@ fn walk_at(root: &Path, names: &Names, cache: Option<&Path>, now: i64) -> Walk {
         }
     };
     records.sort_by(|a, b| a.rel.cmp(&b.rel));
+    // Unchanged records are not written again (a run of an untouched project writes
+    // nothing).
     if let Some(c) = cache
         && !truncated
+        && (!used || listed > 0)
     {
         walk_cache::write(c, root_bytes, digest, &records);
     }
