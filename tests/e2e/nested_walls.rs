@@ -93,6 +93,10 @@ fn host_git_runs_nothing_the_task_planted_in_any_repository_of_the_project() {
         let out = git(p, args);
         assert!(out.status.success(), "git {args:?}: {out:?}");
     }
+    // A nested repository emptied to bare directories: no config, no hooks, no HEAD.
+    for d in ["vendor/e/.git/refs/heads", "vendor/e/.git/objects"] {
+        std::fs::create_dir_all(p.join(d)).unwrap();
+    }
     let marker = s.root.join("ran");
     let e = evil(&s, &marker);
     let script = format!(
@@ -104,6 +108,8 @@ fn host_git_runs_nothing_the_task_planted_in_any_repository_of_the_project() {
         printf '[core]\n\tfsmonitor = {e}\n' >> vendor/x/.git/config
         printf '#!/bin/sh\n{e} x-hook\n' > vendor/x/.git/hooks/post-checkout
         chmod +x vendor/x/.git/hooks/post-checkout
+        echo 'ref: refs/heads/main' > vendor/e/.git/HEAD
+        printf '[core]\n\tfsmonitor = {e}\n' > vendor/e/.git/config
         git init -q vendor/y
         printf '#!/bin/sh\n{e} y-hook\n' > vendor/y/.git/hooks/post-checkout
         chmod +x vendor/y/.git/hooks/post-checkout
@@ -119,6 +125,7 @@ fn host_git_runs_nothing_the_task_planted_in_any_repository_of_the_project() {
         (p.join("wt"), &["status"]),
         (p.join("vendor/x"), &["status"]),
         (p.join("vendor/x"), &["checkout", "-q", "-b", "b2"]),
+        (p.join("vendor/e"), &["status"]),
         (p.join("vendor/y"), &["checkout", "-q", "-b", "b2"]),
     ] {
         let out = git(&dir, args);

@@ -238,14 +238,18 @@ fn full(
                 truncated.store(true, Ordering::Relaxed);
                 return ignore::WalkState::Quit;
             }
-            let Ok(rel) = entry.path().strip_prefix(root) else {
-                return ignore::WalkState::Continue;
-            };
-            let rel = rel.as_os_str().as_bytes().to_vec();
             let kind = entry.file_type().map_or(FileKind::Other, kind_of);
             let name = entry.file_name();
             let top = entry.depth() == 0;
             let interesting = !top && names.contains(name);
+            // Most entries are files of no interest: nothing to record, nothing allocated.
+            if kind != FileKind::Dir && !interesting {
+                return ignore::WalkState::Continue;
+            }
+            let Ok(rel) = entry.path().strip_prefix(root) else {
+                return ignore::WalkState::Continue;
+            };
+            let rel = rel.as_os_str().as_bytes().to_vec();
             let mut state = ignore::WalkState::Continue;
             let record = if kind == FileKind::Dir && !(interesting && name == ".git") {
                 // The stamp before the walker lists it.
