@@ -32,6 +32,9 @@ use crate::walk_cache;
 pub const MAX_ENTRIES: usize = 2_000_000;
 /// How close to the walk's start a directory's change may be and still be trusted.
 pub const RACY_SECS: i64 = 2;
+/// How many directories listed again make the walk write its records back even when what
+/// it found is the same.
+pub const REWRITE_AFTER: usize = 64;
 
 /// A directory's identity and last change, as `lstat` says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -173,24 +176,23 @@ fn walk_at(root: &Path, names: &Names, cache: Option<&Path>, now: i64) -> Walk {
     let digest = names.digest();
     let root_bytes = root.as_os_str().as_bytes();
     let cached = cache.and_then(|c| walk_cache::read(c, root_bytes, digest));
+    let cache_read = cached.is_some();
     let budget = AtomicUsize::new(0);
-    let (mut records, listed, truncated, used) = match cached {
-        Some(old) => {
-            let (records, listed, truncated) = revalidate(root, old, names, now, &budget);
-            (records, listed, truncated, true)
-        }
+    let (mut records, listed, truncated, changed) = match cached {
+        Some(old) => revalidate(root, old, names, now, &budget),
         None => {
             let (records, truncated) = full(root, &[], names, now, &budget);
             let n = records.len();
-            (records, n, truncated, false)
+            (records, n, truncated, true)
         }
     };
     records.sort_by(|a, b| a.rel.cmp(&b.rel));
-    // Unchanged records are not written again (a run of an untouched project writes
-    // nothing).
+    // Written back when what was found changed, or when many directories had to be listed
+    // again. A few changed directories (the project root, whose placeholders come and go
+    // with every run) are cheaper to list again next time than a new file is to write.
     if let Some(c) = cache
         && !truncated
-        && (!used || listed > 0)
+        && (changed || listed > REWRITE_AFTER)
     {
         walk_cache::write(c, root_bytes, digest, &records);
     }
@@ -203,7 +205,7 @@ fn walk_at(root: &Path, names: &Names, cache: Option<&Path>, now: i64) -> Walk {
         })
         .collect();
     hits.sort_by(|a, b| a.path.cmp(&b.path));
-    Walk { hits, dirs: records.len(), listed, cached: used, truncated }
+    Walk { hits, dirs: records.len(), listed, cached: cache_read, truncated }
 }
 
 /// Collected by the walker's threads.
@@ -307,14 +309,15 @@ enum Seen {
 
 /// The cached records brought up to date: unchanged directories kept, changed ones listed
 /// again, new ones walked in full, gone ones dropped. Returns the records, how many
-/// directories were listed, and whether the walk was cut short.
+/// directories were listed, whether the walk was cut short, and whether what it found
+/// (directories, hits) differs from the cache.
 fn revalidate(
     root: &Path,
     mut old: Vec<DirRecord>,
     names: &Names,
     now: i64,
     budget: &AtomicUsize,
-) -> (Vec<DirRecord>, usize, bool) {
+) -> (Vec<DirRecord>, usize, bool, bool) {
     // Parents before children: a parent is a prefix of its children's paths.
     old.sort_by(|a, b| a.rel.cmp(&b.rel));
     let known: HashSet<Vec<u8>> = old.iter().map(|r| r.rel.clone()).collect();
@@ -322,19 +325,30 @@ fn revalidate(
     let mut out: Vec<DirRecord> = Vec::with_capacity(old.len());
     let mut fresh: Vec<Vec<u8>> = Vec::new();
     let mut listed = 0;
+    let mut changed = false;
     for rec in old {
         if !rec.rel.is_empty() {
             let (parent, name) = split_rel(&rec.rel);
             match seen.get(parent) {
-                None => continue,
+                None => {
+                    changed = true;
+                    continue;
+                }
                 Some(Seen::Kept) => {}
                 Some(Seen::Listed(subdirs)) if subdirs.contains(name) => {}
-                Some(Seen::Listed(_)) => continue,
+                Some(Seen::Listed(_)) => {
+                    changed = true;
+                    continue;
+                }
             }
         }
         let path = abs(root, &rec.rel);
-        let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            changed = true;
+            continue;
+        };
         if !meta.is_dir() {
+            changed = true;
             continue;
         }
         let stamp = Stamp::of(&meta);
@@ -345,7 +359,11 @@ fn revalidate(
             continue;
         }
         listed += 1;
-        let Some((hits, subdirs)) = list(&path, names, budget) else { continue };
+        let Some((hits, subdirs)) = list(&path, names, budget) else {
+            changed = true;
+            continue;
+        };
+        changed |= hits != rec.hits;
         for sub in &subdirs {
             let rel = join_rel(&rec.rel, sub);
             if !known.contains(&rel) {
@@ -359,10 +377,11 @@ fn revalidate(
     for rel in fresh {
         let (records, cut) = full(root, &rel, names, now, budget);
         listed += records.len();
+        changed |= !records.is_empty();
         out.extend(records);
         truncated |= cut;
     }
-    (out, listed, truncated || budget.load(Ordering::Relaxed) >= MAX_ENTRIES)
+    (out, listed, truncated || budget.load(Ordering::Relaxed) >= MAX_ENTRIES, changed)
 }
 
 /// One directory's hits and subdirectories (not `.git`, not links).
@@ -447,6 +466,31 @@ mod tests {
         // c/d/e (its ctime), its new subtree, and vendor (x removed).
         assert!(after.listed >= 2 && after.listed < first.dirs, "{after:?}");
         assert_eq!(rels(&root, &after), ["a/b/.git", "c/d/.bashrc", "c/d/e/new/.git"]);
+        let _ = std::fs::remove_dir_all(&root);
+        let _ = std::fs::remove_dir_all(root.with_extension("cache"));
+    }
+
+    #[test]
+    fn a_few_changed_directories_are_listed_again_and_the_records_rewritten_only_for_news() {
+        let root = tree("rewrite");
+        let cache = root.with_extension("cache").join("walk");
+        let names = Names::new([OsString::from(".bashrc")]);
+        let later = now_secs() + 3600;
+        let ino = || std::fs::metadata(&cache).map(|m| m.ino()).unwrap_or(0);
+        let _ = walk_at(&root, &names, Some(&cache), later);
+        let written = ino();
+        std::fs::write(root.join("c/plain"), "").unwrap_or_else(|e| panic!("{e}"));
+        for _ in 0..2 {
+            let w = walk_at(&root, &names, Some(&cache), later);
+            assert_eq!(w.listed, 1, "{w:?}");
+            assert_eq!(ino(), written, "nothing new: the records stay as they were");
+        }
+        std::fs::create_dir_all(root.join("c/x/.git")).unwrap_or_else(|e| panic!("{e}"));
+        let w = walk_at(&root, &names, Some(&cache), later);
+        assert!(w.hits.iter().any(|h| h.path.ends_with("c/x/.git")), "{w:?}");
+        assert_ne!(ino(), written, "a new .git is written back");
+        let w = walk_at(&root, &names, Some(&cache), later);
+        assert_eq!(w.listed, 0, "{w:?}");
         let _ = std::fs::remove_dir_all(&root);
         let _ = std::fs::remove_dir_all(root.with_extension("cache"));
     }
