@@ -21,6 +21,8 @@ mod hostile_policy;
 #[cfg(target_os = "linux")]
 mod hostile_proc;
 mod learn;
+#[cfg(target_os = "linux")]
+mod nested_walls;
 mod network;
 mod process;
 #[cfg(target_os = "linux")]

@@ -22,8 +22,23 @@ pub fn run_bench(root: &Path, name: Option<&str>) -> Result<()> {
         Some("spawn") => spawn(root),
         Some("trace") => trace::trace(root),
         Some("bridge") => bridge(root),
-        _ => bail!("usage: cargo xtask bench spawn|trace|bridge"),
+        Some("scale") => scale(root),
+        _ => bail!("usage: cargo xtask bench spawn|trace|bridge|scale"),
     }
+}
+
+/// `bench scale`: the start-up walk of the project on a generated project of 100,000 files
+/// with 50 nested repositories, without and through its cache (the `scale_bench` example of
+/// paddock).
+fn scale(root: &Path) -> Result<()> {
+    run(cargo().current_dir(root).args([
+        "run",
+        "--release",
+        "-p",
+        "paddock",
+        "--example",
+        "scale_bench",
+    ]))
 }
 
 /// `bench bridge`: bulk throughput and connection setup rate through portbridge's relays

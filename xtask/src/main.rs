@@ -10,6 +10,8 @@
 //! - `bench spawn`: `paddock run -- true` against bare bwrap and bare `true`.
 //! - `bench trace`: what itemizing costs (untraced, the observers, strace, plain strace) on six
 //!   workloads, three open-heavy, a tiny `cargo check` and two write-heavy.
+//! - `bench scale`: the start-up walk of a generated project of 100,000 files with 50 nested
+//!   repositories, without and through its cache.
 //! - `bench bridge`: throughput and connection rate through port bridges, as ratios to
 //!   direct loopback (and to socat when installed).
 //! - `tidy`: the repository's own rules (a `//!` doc atop every module).
@@ -46,7 +48,7 @@ fn main() -> Result<()> {
         Some("fuzz") => fuzz::fuzz(&root, &args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci|build|demo|tidy|test-linux|test-macos|bench spawn|trace|bridge|fuzz [--seconds N]>"
+                "usage: cargo xtask <ci|build|demo|tidy|test-linux|test-macos|bench spawn|trace|bridge|scale|fuzz [--seconds N]>"
             );
             std::process::exit(2)
         }

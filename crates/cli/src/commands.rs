@@ -385,6 +385,15 @@ pub fn run(args: &RunArgs) -> Result<u8> {
     let (outcome, itemized_by) = (ran.outcome, ran.itemized_by.or(proxied.then_some("proxy")));
     let mut reported = ran.violations;
     reported.extend(refused);
+    // What the task created that git or a shell would run: the walk again, through its
+    // cache (only the directories that changed are listed).
+    if let Some(scanned) = &loaded.scanned {
+        let (created, lines) = crate::project_walk::after_run(scanned);
+        reported.extend(created);
+        for line in lines {
+            eprintln!("paddock: {line}");
+        }
+    }
     for line in summarize(&reported, &loaded.resolved) {
         eprintln!("paddock: {line}");
     }

@@ -34,11 +34,15 @@ pub mod learn;
 pub mod links;
 pub mod load;
 #[cfg(target_os = "linux")]
+pub mod new_repos;
+#[cfg(target_os = "linux")]
 pub mod observe;
 #[cfg(target_os = "linux")]
 pub mod placeholders;
 #[cfg(target_os = "linux")]
 pub mod prespawn;
+#[cfg(unix)]
+pub mod project_walk;
 pub mod propose;
 pub mod report;
 #[cfg(target_os = "linux")]
@@ -49,3 +53,7 @@ pub mod spares;
 pub mod supervise;
 #[cfg(target_os = "linux")]
 pub mod trace;
+#[cfg(unix)]
+pub mod walk;
+#[cfg(unix)]
+pub mod walk_cache;

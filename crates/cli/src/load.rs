@@ -24,6 +24,9 @@ pub struct Loaded {
     pub config: Option<PathBuf>,
     /// The task's working directory (canonical).
     pub cwd: AbsPathBuf,
+    /// The walk of the project at start, for the one after the run.
+    #[cfg(unix)]
+    pub scanned: Option<crate::project_walk::Scanned>,
 }
 
 /// Reads the config (or the default), lays the flags over it and resolves it.
@@ -59,10 +62,20 @@ pub fn load_with(args: &PolicyArgs, foreign: Vec<PathBuf>) -> Result<Loaded> {
         .with_config_files(config.clone().into_iter().collect());
     // One remembering host for the whole resolution: rules share their ancestors.
     let host = CachedHost::with_foreign(foreign);
-    let (resolved, more) = resolve(&policy, &ctx, &host)?;
+    let (mut resolved, more) = resolve(&policy, &ctx, &host)?;
     notes.extend(more);
+    // Nested repositories and protected names below the root (`project_walk`).
+    #[cfg(unix)]
+    let scanned = crate::project_walk::scan(&policy, &mut resolved, &host, &mut notes)?;
     let cwd = paddock_policy::canonicalize(&host, &cwd)?.0;
-    Ok(Loaded { resolved, notes, config, cwd })
+    Ok(Loaded {
+        resolved,
+        notes,
+        config,
+        cwd,
+        #[cfg(unix)]
+        scanned,
+    })
 }
 
 /// Whether a discovered `paddock.toml` is a config: a regular file, and not the empty

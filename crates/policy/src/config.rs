@@ -14,7 +14,10 @@ use toml::{Table, Value};
 use crate::defaults::default_policy;
 use crate::domain::DomainPattern;
 use crate::error::{Error, Result};
-use crate::model::{Entry, ItemizeMode, NetworkRule, PathSpec, Policy, UnixSocketsRule};
+use crate::model::{
+    Entry, ItemizeMode, NetworkRule, NewRepositories, PathSpec, Policy, ProtectedDepth,
+    UnixSocketsRule,
+};
 use crate::origin::Origin;
 use crate::protected::PROTECTED_NAMES;
 
@@ -57,7 +60,7 @@ const ALLOW_KEYS: &[&str] = &[
     "write-home",
 ];
 const DENY_KEYS: &[&str] = &["read", "write", "network", "builtin-secrets"];
-const PROTECTED_KEYS: &[&str] = &["writable", "extra"];
+const PROTECTED_KEYS: &[&str] = &["writable", "extra", "depth", "new-repositories"];
 const ENV_KEYS: &[&str] = &["pass", "set", "unset"];
 const REPORT_KEYS: &[&str] = &["within", "linked", "itemize", "ignore"];
 const REPORT_IGNORE_KEYS: &[&str] = &["unix-sockets"];
@@ -186,6 +189,27 @@ pub fn parse_toml(text: &str, file: &Path) -> Result<Policy> {
         }
         if let Some(v) = t.get("extra") {
             policy.protected.extra = reader.paths(v, &origin.child("extra"))?;
+        }
+        if let Some(v) = t.get("depth") {
+            let o = origin.child("depth");
+            policy.protected.depth = match v.as_str().and_then(ProtectedDepth::parse) {
+                Some(d) => d,
+                None => return Err(invalid(&o, v, "not a depth", "write \"any\" or \"root\"")),
+            };
+        }
+        if let Some(v) = t.get("new-repositories") {
+            let o = origin.child("new-repositories");
+            policy.protected.new_repositories = match v.as_str().and_then(NewRepositories::parse) {
+                Some(n) => n,
+                None => {
+                    return Err(invalid(
+                        &o,
+                        v,
+                        "not a way to handle new repositories",
+                        "write \"disarm\" or \"report\"",
+                    ));
+                }
+            };
         }
     }
     if let Some(t) = table.get("env") {

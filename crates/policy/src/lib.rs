@@ -46,6 +46,9 @@ mod domain;
 mod env;
 mod error;
 mod expand;
+mod found;
+mod git_surface;
+mod gitconfig;
 mod glob;
 mod grants;
 mod host;
@@ -76,10 +79,13 @@ pub use defaults::{BUILTIN_SECRETS, default_policy};
 pub use domain::{DomainPattern, HostName, HostPattern, PortSpec, WEB_PORTS, is_internal};
 pub use env::{SAFE_NAMES, build_env, is_secret_name};
 pub use error::{Error, Result};
+pub use found::{ProjectScan, protect_found};
+pub use git_surface::{SurfaceItem, repo_surface};
+pub use gitconfig::{ConfigEntry, config_entries, program_keys, worktree_config};
 pub use host::{FakeHost, FileKind, Host, HostError};
 pub use model::{
-    Allow, Deny, Entry, EnvRules, Ignore, ItemizeMode, NetworkRule, PathSpec, Policy, Protected,
-    ReportRules, UnixSocketsRule,
+    Allow, Deny, Entry, EnvRules, Ignore, ItemizeMode, NetworkRule, NewRepositories, PathSpec,
+    Policy, Protected, ProtectedDepth, ReportRules, UnixSocketsRule,
 };
 pub use origin::Origin;
 pub use path::{
@@ -90,7 +96,7 @@ pub use plan::{
     SpawnPlan, Task,
 };
 pub use protected::{PROTECTED_NAMES, ProtectedName, Scope};
-pub use report::{ReportFilter, cwd_hint, summarize};
+pub use report::{CREATED, ReportFilter, cwd_hint, summarize};
 pub use resolve::{Context, canonicalize, resolve};
 pub use resolved::{
     DenyAnchor, Exception, GlobKind, GlobRule, IgnoreRules, NetworkPolicy, ProtectedPath,

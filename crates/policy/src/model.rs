@@ -167,6 +167,54 @@ pub struct Protected {
     pub writable: Vec<Entry<String>>,
     /// More names (relative to every write grant) to keep read-only.
     pub extra: Vec<Entry<PathSpec>>,
+    /// Whether protected names below the project root are kept read-only too.
+    pub depth: ProtectedDepth,
+    /// What happens to a git repository the task creates in the project.
+    pub new_repositories: NewRepositories,
+}
+
+/// `protected.depth`: where in the project protected names are looked for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProtectedDepth {
+    /// Only directly in the project directory (and other write grants' roots).
+    Root,
+    /// Also at any depth below the project directory, where they exist when the task starts.
+    #[default]
+    Any,
+}
+
+impl ProtectedDepth {
+    /// Parses the config spelling.
+    pub fn parse(text: &str) -> Option<ProtectedDepth> {
+        match text {
+            "root" => Some(ProtectedDepth::Root),
+            "any" => Some(ProtectedDepth::Any),
+            _ => None,
+        }
+    }
+}
+
+/// `protected.new-repositories`: what is done with a git repository the task created.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NewRepositories {
+    /// Report it, and make its hooks (but `*.sample`) non-executable after the run.
+    #[default]
+    Disarm,
+    /// Report it only.
+    Report,
+}
+
+impl NewRepositories {
+    /// Parses the config spelling.
+    pub fn parse(text: &str) -> Option<NewRepositories> {
+        match text {
+            "disarm" => Some(NewRepositories::Disarm),
+            "report" => Some(NewRepositories::Report),
+            _ => None,
+        }
+    }
 }
 
 /// The `env` table.

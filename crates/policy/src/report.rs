@@ -79,7 +79,7 @@ impl<'a> ReportFilter<'a> {
                 Some(p) => !self.ignore_unix_sockets.is_match(p),
                 None => self.policy.ignore.unix_sockets.is_empty(),
             },
-            ViolationKind::MachLookup => true,
+            ViolationKind::MachLookup | ViolationKind::NewRepository => true,
         }
     }
 }
@@ -131,7 +131,36 @@ pub fn cwd_hint(
 pub fn summarize(violations: &[Violation], policy: &ResolvedPolicy) -> Vec<String> {
     let project = &policy.project_dir;
     let mut groups: BTreeMap<(ViolationKind, String, &'static str), u64> = BTreeMap::new();
+    let mut created = Vec::new();
+    let shown = |p: &Path| {
+        let rel = match p.strip_prefix(project.as_path()) {
+            Ok(rel) if !rel.as_os_str().is_empty() => rel,
+            _ => p,
+        };
+        DisplayBytes(rel.as_os_str()).to_string()
+    };
     for v in violations {
+        // Not refused, so not "denied": what the task made that git or a shell would run.
+        match (v.kind, &v.path) {
+            (ViolationKind::NewRepository, Some(p)) => {
+                let what = v.target.as_deref().map_or(String::new(), |t| format!(" ({t})"));
+                created.push(format!(
+                    "the task created a git repository in {}{what}; look at it before running git there (protected.new-repositories)",
+                    shown(p)
+                ));
+                continue;
+            }
+            (ViolationKind::Write, Some(p))
+                if v.errno.is_none() && v.syscall.as_deref() == Some(CREATED) =>
+            {
+                created.push(format!(
+                    "the task created {}, a protected name below the project root; look at it before it runs (protected.depth)",
+                    shown(p)
+                ));
+                continue;
+            }
+            _ => {}
+        }
         let key = match (&v.path, v.kind) {
             (Some(p), ViolationKind::Write) => AbsPathBuf::new_lexical(p)
                 .and_then(|p| policy.protected.iter().find(|pr| p.starts_with(&pr.path)))
@@ -167,6 +196,7 @@ pub fn summarize(violations: &[Violation], policy: &ResolvedPolicy) -> Vec<Strin
                 ViolationKind::UnixSocket => "unix socket",
                 ViolationKind::MachLookup => "mach lookup",
                 ViolationKind::SystemInfo => "system-info read",
+                ViolationKind::NewRepository => "new repository",
             };
             let plural = if n == 1 { "" } else { "s" };
             let prep = match kind {
@@ -175,5 +205,10 @@ pub fn summarize(violations: &[Violation], policy: &ResolvedPolicy) -> Vec<Strin
             };
             format!("denied {n} {noun}{plural} {prep} {what} (allow with {key})")
         })
+        .chain(created)
         .collect()
 }
+
+/// The `syscall` of a write violation that was not refused: a protected name below the
+/// project root that did not exist when the task started, found after the run.
+pub const CREATED: &str = "create";

@@ -27,6 +27,10 @@ pub enum ViolationKind {
     MachLookup,
     /// macOS: a system-information read.
     SystemInfo,
+    /// A git repository the task created in the project (it was not refused: git there
+    /// would run what the task put in it). `path` is its work tree, `target` names its
+    /// executable hooks and the config keys that make git run a program.
+    NewRepository,
 }
 
 impl ViolationKind {
@@ -39,6 +43,7 @@ impl ViolationKind {
             ViolationKind::UnixSocket => "allow.unix-sockets",
             ViolationKind::MachLookup => "allow.mach-lookup",
             ViolationKind::SystemInfo => "allow.system-info",
+            ViolationKind::NewRepository => "protected.new-repositories",
         }
     }
 }

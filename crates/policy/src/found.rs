@@ -1,0 +1,267 @@
+//! Walls for what the start-up walk of the project found: the git surface of every
+//! repository in it (the project's own, nested ones, gitignored ones) and the protected
+//! names below its root.
+//!
+//! Resolution protects names at the root of each write grant; the walk (in the CLI, which
+//! may touch the filesystem) finds the rest and hands the paths here as a [`ProjectScan`].
+//! Every path is canonicalized through the [`Host`] and kept read-only only inside a write
+//! grant: files as files, directories as directories. A symbolic link cannot be a mount
+//! point, so a link is kept as a link by keeping its target read-only where that is
+//! writable (a stow-style `.bashrc -> ../bash/bashrc` is not written through) and pinning
+//! its directory. Names that do not exist below the root get no placeholder (that would
+//! litter the tree); the runner reports their creation after the run. The surface of a
+//! repository that exists gets placeholders for its `config` and `hooks` when they are
+//! missing (a `.git` emptied to bare directories), as the project's own does.
+
+use crate::error::{Error, Result};
+use crate::git_surface::repo_surface;
+use crate::host::{FileKind, Host};
+use crate::path::AbsPathBuf;
+use crate::resolve::canonicalize;
+use crate::resolved::{ProtectedPath, ProtectedState, ResolvedPolicy};
+
+/// What the walk of the project found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProjectScan {
+    /// Work trees: directories holding a `.git` (a directory, file or link), the project's
+    /// own included.
+    pub repos: Vec<AbsPathBuf>,
+    /// Protected names below the project root: each path with the protected name it is.
+    pub names: Vec<(AbsPathBuf, String)>,
+}
+
+/// Adds the walls for `scan` to `resolved`: protected paths and pinned directories. Returns
+/// notes for the user (links kept as links).
+pub fn protect_found(
+    resolved: &mut ResolvedPolicy,
+    scan: &ProjectScan,
+    host: &dyn Host,
+) -> Result<Vec<String>> {
+    let mut adder = Adder { resolved, host, notes: Vec::new() };
+    let mut repos = scan.repos.clone();
+    // Write grants outside the project that are work trees have a surface too.
+    for g in adder.resolved.write.iter().filter(|g| g.kind == FileKind::Dir) {
+        if matches!(host.kind(g.path.join(".git").as_path()), Ok(Some(_))) {
+            repos.push(g.path.clone());
+        }
+    }
+    repos.sort();
+    repos.dedup();
+    for repo in &repos {
+        for item in repo_surface(host, repo) {
+            adder.add(&item.path, item.rule, item.even_missing)?;
+        }
+    }
+    for (path, name) in &scan.names {
+        adder.add(path, name, false)?;
+    }
+    adder.finish();
+    Ok(adder.notes)
+}
+
+struct Adder<'a> {
+    resolved: &'a mut ResolvedPolicy,
+    host: &'a dyn Host,
+    notes: Vec<String>,
+}
+
+fn host_error(e: crate::host::HostError) -> Error {
+    Error::Host {
+        path: crate::path::DisplayBytes(e.path.as_os_str()).to_string(),
+        message: e.message,
+    }
+}
+
+impl Adder<'_> {
+    /// The innermost directory write grant holding `path`, unless `path` is the grant.
+    fn grant(&self, path: &AbsPathBuf) -> Option<AbsPathBuf> {
+        self.resolved
+            .write
+            .iter()
+            .filter(|g| g.kind == FileKind::Dir && path.starts_with(&g.path) && *path != g.path)
+            .max_by_key(|g| g.path.as_os_str().len())
+            .map(|g| g.path.clone())
+    }
+
+    fn pin_ancestors(&mut self, path: &AbsPathBuf, grant: &AbsPathBuf) {
+        for ancestor in path.ancestors_below(grant) {
+            if matches!(self.host.kind(ancestor.as_path()), Ok(Some(FileKind::Dir))) {
+                self.resolved.pinned.push(ancestor);
+            }
+        }
+    }
+
+    fn push(&mut self, path: AbsPathBuf, rule: &str, state: ProtectedState) {
+        if !self.resolved.protected.iter().any(|p| p.path == path) {
+            self.resolved.protected.push(ProtectedPath { path, rule: rule.to_owned(), state });
+        }
+    }
+
+    fn add(&mut self, path: &AbsPathBuf, rule: &str, even_missing: bool) -> Result<()> {
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            return Ok(());
+        };
+        let (parent_real, parent_kind) = canonicalize(self.host, parent.as_path())?;
+        if parent_kind != Some(FileKind::Dir) && !even_missing {
+            return Ok(());
+        }
+        let real = parent_real.join(name);
+        let Some(grant) = self.grant(&real) else { return Ok(()) };
+        match self.host.kind(real.as_path()).map_err(host_error)? {
+            Some(FileKind::Symlink) => {
+                self.pin_ancestors(&real, &grant);
+                let (target, kind) = canonicalize(self.host, real.as_path())?;
+                match (kind, self.grant(&target)) {
+                    (Some(kind), Some(target_grant)) => {
+                        self.pin_ancestors(&target, &target_grant);
+                        self.push(target.clone(), rule, ProtectedState::Exists { kind });
+                        self.notes.push(format!(
+                            "{real} ({rule}) is a symbolic link: its target {target} is kept read-only, the link stays a link"
+                        ));
+                    }
+                    _ => self.notes.push(format!(
+                        "{real} ({rule}) is a symbolic link to {target}, which the task cannot write; the link stays a link"
+                    )),
+                }
+            }
+            Some(kind) => {
+                self.pin_ancestors(&real, &grant);
+                self.push(real, rule, ProtectedState::Exists { kind });
+            }
+            None if even_missing => {
+                let first_missing = std::iter::once(real.clone())
+                    .chain(real.ancestors_below(&grant))
+                    .filter(|p| matches!(self.host.kind(p.as_path()), Ok(None)))
+                    .min_by_key(|p| p.as_os_str().len())
+                    .unwrap_or_else(|| real.clone());
+                self.pin_ancestors(&first_missing, &grant);
+                self.push(real, rule, ProtectedState::Missing { first_missing });
+            }
+            None => {}
+        }
+        Ok(())
+    }
+
+    /// Sorted and deduplicated, as resolution leaves them; a missing path whose placeholder
+    /// is already another's is covered by that one.
+    fn finish(&mut self) {
+        let r = &mut *self.resolved;
+        r.protected.sort_by(|a, b| a.path.cmp(&b.path));
+        r.protected.dedup_by(|a, b| a.path == b.path);
+        let firsts: Vec<AbsPathBuf> = r
+            .protected
+            .iter()
+            .filter_map(|p| match &p.state {
+                ProtectedState::Missing { first_missing } => Some(first_missing.clone()),
+                ProtectedState::Exists { .. } => None,
+            })
+            .collect();
+        r.protected.retain(|p| match &p.state {
+            ProtectedState::Missing { first_missing } => {
+                !firsts.iter().any(|f| first_missing.starts_with(f) && f != first_missing)
+            }
+            ProtectedState::Exists { .. } => true,
+        });
+        r.pinned.sort();
+        r.pinned.dedup();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::FakeHost;
+    use crate::model::Policy;
+    use crate::resolve::{Context, resolve};
+
+    fn abs(p: &str) -> AbsPathBuf {
+        AbsPathBuf::new_lexical(p).unwrap_or_else(AbsPathBuf::root)
+    }
+
+    fn state(r: &ResolvedPolicy, p: &str) -> Option<ProtectedState> {
+        r.protected.iter().find(|x| x.path == abs(p)).map(|x| x.state.clone())
+    }
+
+    fn project() -> FakeHost {
+        FakeHost::new()
+            .dir("/home/u/proj/.git/hooks")
+            .file("/home/u/proj/.git/config", "[core]\n")
+            .file("/home/u/proj/.git/worktrees/w/commondir", "../..\n")
+            .file("/home/u/proj/.git/worktrees/w/gitdir", "/elsewhere/.git\n")
+            .dir("/home/u/proj/vendor/x/.git/hooks")
+            .file("/home/u/proj/vendor/x/.git/config", "[core]\n")
+            .dir("/home/u/proj/vendor/emptied/.git/refs")
+            .file("/home/u/proj/sub/.bashrc", "echo hi\n")
+            .file("/home/u/proj/dotfiles/bashrc", "echo hi\n")
+            .symlink("/home/u/proj/stow/.bashrc", "../dotfiles/bashrc")
+            .symlink("/home/u/proj/out/.profile", "/etc/profile")
+            .file("/etc/profile", "")
+    }
+
+    fn scan() -> ProjectScan {
+        ProjectScan {
+            repos: vec![
+                abs("/home/u/proj"),
+                abs("/home/u/proj/vendor/x"),
+                abs("/home/u/proj/vendor/emptied"),
+            ],
+            names: vec![
+                (abs("/home/u/proj/sub/.bashrc"), ".bashrc".to_owned()),
+                (abs("/home/u/proj/stow/.bashrc"), ".bashrc".to_owned()),
+                (abs("/home/u/proj/out/.profile"), ".profile".to_owned()),
+            ],
+        }
+    }
+
+    #[test]
+    fn nested_repositories_and_names_below_the_root_are_read_only() {
+        let host = project();
+        let ctx = Context::new("/home/u/proj", "/home/u");
+        let (mut r, _) = resolve(&crate::defaults::default_policy(), &ctx, &host)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let notes = protect_found(&mut r, &scan(), &host).unwrap_or_else(|e| panic!("{e}"));
+        let file = Some(ProtectedState::Exists { kind: FileKind::File });
+        let dir = Some(ProtectedState::Exists { kind: FileKind::Dir });
+        assert_eq!(state(&r, "/home/u/proj/.git/worktrees/w/commondir"), file);
+        assert_eq!(state(&r, "/home/u/proj/.git/worktrees/w/gitdir"), file);
+        assert_eq!(state(&r, "/home/u/proj/vendor/x/.git/config"), file);
+        assert_eq!(state(&r, "/home/u/proj/vendor/x/.git/hooks"), dir);
+        // Emptied to bare directories: placeholders, as for the project's own.
+        assert_eq!(
+            state(&r, "/home/u/proj/vendor/emptied/.git/config"),
+            Some(ProtectedState::Missing {
+                first_missing: abs("/home/u/proj/vendor/emptied/.git/config")
+            })
+        );
+        assert_eq!(state(&r, "/home/u/proj/sub/.bashrc"), file);
+        // The link is kept as a link: its target is read-only.
+        assert_eq!(state(&r, "/home/u/proj/dotfiles/bashrc"), file);
+        assert_eq!(state(&r, "/home/u/proj/stow/.bashrc"), None);
+        assert_eq!(state(&r, "/etc/profile"), None);
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        for pin in [
+            "/home/u/proj/vendor",
+            "/home/u/proj/vendor/x",
+            "/home/u/proj/vendor/x/.git",
+            "/home/u/proj/sub",
+            "/home/u/proj/stow",
+        ] {
+            assert!(r.pinned.contains(&abs(pin)), "{pin} not pinned: {:?}", r.pinned);
+        }
+        // Nothing that does not exist below the root gets a placeholder.
+        assert!(!r.protected.iter().any(|p| p.path.starts_with(&abs("/home/u/proj/sub"))
+            && matches!(p.state, ProtectedState::Missing { .. })));
+    }
+
+    #[test]
+    fn outside_every_write_grant_nothing_is_added() {
+        let host = project();
+        let ctx = Context::new("/home/u/proj", "/home/u");
+        let mut policy: Policy = crate::defaults::default_policy();
+        policy.allow.write.clear();
+        let (mut r, _) = resolve(&policy, &ctx, &host).unwrap_or_else(|e| panic!("{e}"));
+        let before = r.protected.len();
+        protect_found(&mut r, &scan(), &host).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.protected.len(), before);
+    }
+}
