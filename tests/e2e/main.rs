@@ -10,6 +10,8 @@
 // The suite's job is to spawn `paddock` and look at it from outside.
 #![allow(clippy::disallowed_methods)]
 
+#[cfg(target_os = "linux")]
+mod deny_pins;
 mod fs_walls;
 mod harness;
 #[cfg(target_os = "linux")]

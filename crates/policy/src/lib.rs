@@ -50,6 +50,7 @@ mod host;
 mod model;
 mod origin;
 mod path;
+mod pins;
 mod plan;
 mod protected;
 mod report;

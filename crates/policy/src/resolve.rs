@@ -276,7 +276,10 @@ impl<'a> Resolver<'a> {
             })
         });
 
-        let (protected, pinned) = self.protected(policy, &write)?;
+        let (protected, mut pinned) = self.protected(policy, &write)?;
+        pinned.extend(crate::pins::deny_anchor_pins(self.host, &anchors, &write));
+        pinned.sort();
+        pinned.dedup();
         let network = match &policy.allow.network.value {
             NetworkRule::Off => NetworkPolicy::Off,
             NetworkRule::On => NetworkPolicy::On,

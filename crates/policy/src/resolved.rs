@@ -30,7 +30,8 @@ pub struct ResolvedPolicy {
     /// Paths kept read-only inside write grants, present or missing.
     pub protected: Vec<ProtectedPath>,
     /// Directories inside write grants that must not be renamed (the ancestors of protected
-    /// paths, such as `.git`): a backend makes each a mount point so `rename` fails (EBUSY).
+    /// paths, such as `.git`, and of deny anchors up to their write grant): a backend makes
+    /// each a mount point so `rename` fails (EBUSY).
     pub pinned: Vec<AbsPathBuf>,
     /// Globs as written with their static prefix canonicalized, for backends that can
     /// enforce patterns natively (seatbelt) and cover files created later.
