@@ -13,6 +13,8 @@
 #[cfg(target_os = "linux")]
 mod deny_pins;
 mod fs_walls;
+#[cfg(target_os = "linux")]
+mod git_config;
 mod harness;
 #[cfg(target_os = "linux")]
 mod hostile_fs;

@@ -45,6 +45,7 @@ mod defaults;
 mod domain;
 mod env;
 mod error;
+mod git_config;
 mod glob;
 mod host;
 mod model;

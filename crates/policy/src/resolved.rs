@@ -46,7 +46,8 @@ pub struct ResolvedPolicy {
     pub host_ports: Vec<u16>,
     /// A pseudo-terminal for the task.
     pub pty: bool,
-    /// The user's git config is readable.
+    /// `allow.git-config`: the project's repository config was lifted from `protected`
+    /// (resolution did it); macOS also re-opens the user's git config for reading.
     pub git_config: bool,
     /// macOS: system information reads.
     pub system_info: bool,
