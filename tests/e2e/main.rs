@@ -15,6 +15,7 @@ mod deny_pins;
 mod fs_walls;
 #[cfg(target_os = "linux")]
 mod git_config;
+mod hard_links;
 mod harness;
 #[cfg(target_os = "linux")]
 mod hostile_fs;
