@@ -136,4 +136,18 @@ fn the_pins_of_a_deny_entry_end_at_its_write_grant() {
     assert_denied(&o, "rename", &format!("{}={}", s(&p("a/b")), s(&p("a/b2"))), &[EBUSY]);
     assert_denied(&o, "exchange", &format!("{}={}", s(&p("a")), s(&p("src"))), &[EBUSY]);
     assert!(p("a/free2").is_dir() && p("a/b/token").is_file());
+    // `paddock plan` lists what is pinned.
+    let out = sc.paddock().args(["plan", "--", "true"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let pinned: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("pinned"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .map(str::trim)
+        .collect();
+    for dir in ["a", "a/b", ".git"] {
+        assert!(pinned.contains(&s(&p(dir)).as_str()), "{dir} not listed: {text}");
+    }
+    assert!(!pinned.iter().any(|l| l.ends_with("free2")), "{text}");
 }

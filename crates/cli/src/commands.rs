@@ -104,6 +104,15 @@ fn print_plan_text(out: &mut dyn Write, loaded: &Loaded, plan: &SpawnPlan) -> Re
     for p in &r.protected {
         writeln!(out, "  {} [{}]", p.path, p.rule)?;
     }
+    if !r.pinned.is_empty() {
+        writeln!(
+            out,
+            "pinned (cannot be renamed or removed: above protected paths and deny entries):"
+        )?;
+        for p in &r.pinned {
+            writeln!(out, "  {p}")?;
+        }
+    }
     writeln!(out, "network: {}", serde_json::to_string(&r.network)?)?;
     writeln!(out, "unix sockets: {}", serde_json::to_string(&r.unix_sockets)?)?;
     for b in &plan.bridges {
