@@ -15,9 +15,11 @@ use crate::path::AbsPathBuf;
 use crate::resolved::{DenyAnchor, ResolvedPolicy, WriteGrant};
 
 /// The directories to pin so that no deny anchor can be moved out from under its path:
-/// each existing directory strictly between an anchor and the innermost directory write
-/// grant holding it. Sorted, without duplicates. Anchors outside every write grant need
-/// none (their ancestors are read-only).
+/// each existing directory strictly between an anchor and the outermost directory write
+/// grant holding it, but for the roots of grants (mount points already). A grant nested in
+/// another does not end the pins: renaming a directory above it would carry it along.
+/// Sorted, without duplicates. Anchors outside every write grant need none (their
+/// ancestors are read-only).
 pub(crate) fn deny_anchor_pins(
     host: &dyn Host,
     anchors: &[DenyAnchor],
@@ -30,12 +32,12 @@ pub(crate) fn deny_anchor_pins(
             .filter(|g| {
                 g.kind == FileKind::Dir && anchor.path.starts_with(&g.path) && anchor.path != g.path
             })
-            .max_by_key(|g| g.path.as_os_str().len())
+            .min_by_key(|g| g.path.as_os_str().len())
         else {
             continue;
         };
         for ancestor in anchor.path.ancestors_below(&grant.path) {
-            if out.contains(&ancestor) {
+            if out.contains(&ancestor) || write.iter().any(|g| g.path == ancestor) {
                 continue;
             }
             // An anchor that does not exist (yet) may have missing ancestors: nothing to pin
@@ -116,14 +118,20 @@ mod tests {
     }
 
     #[test]
-    fn anchors_outside_write_grants_and_under_an_innermost_grant_pin_only_below_it() {
+    fn anchors_outside_write_grants_need_no_pins_and_nested_grants_do_not_end_them() {
         // Outside every grant: read-only already, nothing to pin.
         let p = pinned("[deny]\nread = [\"/home/u/outside/x/key\"]\n");
         assert!(!p.iter().any(|d| d.starts_with(&abs("/home/u/outside"))), "{p:?}");
-        // A grant inside the project holding the anchor: pins start below the innermost one.
+        // A grant nested in the project's: renaming `a` would carry `a/b` and the anchor
+        // along, so `a` is pinned too; `a/b`, a grant, is a mount point already.
         let p = pinned("[allow]\nwrite = [\".\", \"a/b\"]\n[deny]\nread = [\"a/b/c/token\"]\n");
         assert!(p.contains(&abs("/home/u/proj/a/b/c")), "{p:?}");
-        assert!(!p.contains(&abs("/home/u/proj/a")) && !p.contains(&abs("/home/u/proj/a/b")));
+        assert!(p.contains(&abs("/home/u/proj/a")), "{p:?}");
+        assert!(!p.contains(&abs("/home/u/proj/a/b")), "{p:?}");
+        // A grant alone inside the project: the pins start below it.
+        let p = pinned("[allow]\nwrite = [\"a/b\"]\n[deny]\nread = [\"a/b/c/token\"]\n");
+        assert!(p.contains(&abs("/home/u/proj/a/b/c")), "{p:?}");
+        assert!(!p.contains(&abs("/home/u/proj/a")), "{p:?}");
     }
 
     #[test]
