@@ -250,37 +250,40 @@ pub fn predict<'a>(view: &impl View, op: Op<'a>) -> Option<Denial<'a>> {
 /// (`EXDEV`), when the checks the kernel makes first pass: writable parents outside the
 /// observer's mounts, on one mount for a rename, a new name that does not exist for a link.
 fn held_in_place<'a>(view: &impl View, op: Op<'a>) -> Option<Denial<'a>> {
+    // The mount table first: for almost every call it decides alone, without a syscall.
     let open_dir = |dir: &[u8]| !view.under_fuse(dir) && !read_only(view, dir);
     let busy = |path: &'a [u8]| Denial { path, errno: "EBUSY" };
     match op {
-        Op::Remove(path) => (open_dir(parent(path)) && view.mount_point(path)).then(|| busy(path)),
+        Op::Remove(path) => (view.mount_point(path) && open_dir(parent(path))).then(|| busy(path)),
         Op::Two { old, new, link: false } => {
-            let (from, to) = (parent(old), parent(new));
-            if !open_dir(from) || !open_dir(to) {
-                return None;
-            }
             let held = if view.mount_point(old) {
                 old
-            } else if view.mount_point(new) && view.file_type(old, false).is_ok() {
+            } else if view.mount_point(new) {
                 new
             } else {
                 return None;
             };
+            let (from, to) = (parent(old), parent(new));
+            // A missing source is ENOENT before a held target is EBUSY (a held source exists,
+            // and is not touched: it may be the observer's root).
+            if !open_dir(from)
+                || !open_dir(to)
+                || (held == new && (view.under_fuse(old) || view.file_type(old, false).is_err()))
+            {
+                return None;
+            }
             Some(if view.same_mount(from, to) {
                 busy(held)
             } else {
                 Denial { path: held, errno: "EXDEV" }
             })
         }
-        Op::Two { old, new, link: true } => {
-            let to = parent(new);
-            (open_dir(to)
-                && !view.under_fuse(parent(old))
-                && view.mount_point(old)
-                && !view.under_fuse(new)
-                && matches!(view.file_type(new, false), Err(libc::ENOENT)))
-            .then_some(Denial { path: old, errno: "EXDEV" })
-        }
+        Op::Two { old, new, link: true } => (view.mount_point(old)
+            && !view.under_fuse(parent(old))
+            && open_dir(parent(new))
+            && !view.under_fuse(new)
+            && matches!(view.file_type(new, false), Err(libc::ENOENT)))
+        .then_some(Denial { path: old, errno: "EXDEV" }),
         _ => None,
     }
 }
@@ -361,6 +364,9 @@ pub struct Live {
     fuse_mounts: Vec<Vec<u8>>,
     /// Every mount point of the sandbox (the task cannot mount: the set is fixed).
     mount_points: std::collections::BTreeSet<Vec<u8>>,
+    /// Their last components: a removed or renamed name that is none of them is no mount
+    /// point, found without resolving its parent (`rm -rf` of a tree asks once a file).
+    mount_names: std::collections::HashSet<Vec<u8>>,
 }
 
 impl Live {
@@ -375,9 +381,11 @@ impl Live {
         if read.is_err() {
             table.clear();
         }
+        let points = mount_points(&table);
         Live {
             fuse_mounts: fuse_mount_points(&table),
-            mount_points: mount_points(&table).into_iter().collect(),
+            mount_names: points.iter().map(|p| last_component(p).to_vec()).collect(),
+            mount_points: points.into_iter().collect(),
         }
     }
 
@@ -385,7 +393,7 @@ impl Live {
     /// FUSE mount: resolving it would reach the observer).
     fn real(&self, path: &[u8]) -> Option<Vec<u8>> {
         let mut out = self.real_dir(parent(path))?;
-        let name = &path[path.iter().rposition(|b| *b == b'/').map_or(0, |i| i + 1)..];
+        let name = last_component(path);
         if name.is_empty() {
             return Some(out);
         }
@@ -419,6 +427,11 @@ impl Live {
             .max_by_key(|m| m.len())
             .map(Vec::as_slice)
     }
+}
+
+/// The last component of a clean path (empty for `/`).
+fn last_component(path: &[u8]) -> &[u8] {
+    &path[path.iter().rposition(|b| *b == b'/').map_or(0, |i| i + 1)..]
 }
 
 /// Every mount point in a `mountinfo` table.
@@ -536,7 +549,10 @@ impl View for Live {
     }
 
     fn mount_point(&self, path: &[u8]) -> bool {
-        if path.ends_with(b"/..") || path == b"/" {
+        if path.ends_with(b"/..")
+            || path == b"/"
+            || !self.mount_names.contains(last_component(path))
+        {
             return false;
         }
         self.mount_points.contains(path)
