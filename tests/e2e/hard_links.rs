@@ -66,3 +66,30 @@ fn hidden_files_hard_linked_elsewhere_in_the_project_are_listed() {
     assert!(t.contains("no file hidden by deny.read is hard-linked"), "{t}");
     assert!(Path::new(&sc.home.join("outside.json")).exists());
 }
+
+#[test]
+fn a_hard_link_to_a_hidden_file_reads_through_as_documented() {
+    // The README's limitation, asserted so that a change of it is seen: the walls hide the
+    // name, and the other name reads the bytes. `paddock check --project` is the answer.
+    if !require_os_sandbox() {
+        return;
+    }
+    let sc = Scratch::new("hardlinks2");
+    let p = |rel: &str| sc.project.join(rel);
+    std::fs::create_dir_all(p("secrets")).unwrap();
+    std::fs::write(p("secrets/key.pem"), CANARY).unwrap();
+    std::fs::hard_link(p("secrets/key.pem"), p("key-copy")).unwrap();
+    std::fs::write(p("paddock.toml"), "[deny]\nread = [\"secrets\"]\n").unwrap();
+    let (o, _) = sc.probe(
+        &[],
+        &[
+            &format!("file:{}", p("secrets/key.pem").display()),
+            &format!("file:{}", p("key-copy").display()),
+        ],
+    );
+    assert_denied(&o, "file", p("secrets/key.pem").to_str().unwrap(), &[ENOENT, EACCES]);
+    assert_eq!(assert_allowed(&o, "file", p("key-copy").to_str().unwrap()), CANARY);
+    let out = check(&sc, &["--project"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("key-copy"), "{}", text(&out));
+}
