@@ -10,7 +10,12 @@
 // The suite's job is to spawn `paddock` and look at it from outside.
 #![allow(clippy::disallowed_methods)]
 
+#[cfg(target_os = "linux")]
+mod deny_pins;
 mod fs_walls;
+#[cfg(target_os = "linux")]
+mod git_config;
+mod hard_links;
 mod harness;
 #[cfg(target_os = "linux")]
 mod hostile_fs;

@@ -32,7 +32,7 @@ pub enum Command {
 }
 
 /// Flags shared by `run` and `plan`.
-#[derive(Debug, Args, Clone)]
+#[derive(Debug, Args, Clone, Default)]
 pub struct PolicyArgs {
     /// The project directory: relative grants anchor here (default: the current directory).
     #[arg(short = 'C', long = "project", value_name = "DIR")]
@@ -151,6 +151,13 @@ pub struct CheckArgs {
     /// Print JSON.
     #[arg(long = "json")]
     pub json: bool,
+    /// Check the project in DIR (default: the current directory) under its policy instead
+    /// of the host: files hidden by `deny.read` that are hard-linked elsewhere in it.
+    #[arg(long = "project", value_name = "DIR", num_args = 0..=1, default_missing_value = ".")]
+    pub project: Option<PathBuf>,
+    /// With `--project`: the config file (default: DIR/paddock.toml if present).
+    #[arg(short = 'c', long = "config", value_name = "FILE", requires = "project")]
+    pub config: Option<PathBuf>,
 }
 
 /// `paddock learn`.

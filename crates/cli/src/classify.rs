@@ -7,7 +7,8 @@
 //! - A **write denial** is `EROFS`/`EACCES`/`EPERM` on a write-intent call (an open for
 //!   writing, creating or truncating, `mkdir`, `unlink`, `rename`, `link`, `symlink`,
 //!   `truncate`, the `chmod`/`chown` family, `mknod`) on a path the policy does not make
-//!   writable.
+//!   writable; or `EBUSY`/`EXDEV` on a rename, removal or hard link of a path the walls
+//!   hold in place (a pinned directory, a deny anchor, a protected path: mount points).
 //! - A **unix-socket denial** is `EPERM` from a `socket(AF_UNIX, ...)` or
 //!   `socketpair(AF_UNIX, ...)` that the seccomp filter refuses under this policy (asked of
 //!   the filter's own rules, [`paddock_linux_bwrap::seccomp_query`], never restated here).
@@ -311,6 +312,11 @@ impl<H: Host> Classifier<H> {
                 }
                 let pid = d.pid;
                 if is_write_intent(name, d.flags.as_deref()) {
+                    if matches!(errno, "EBUSY" | "EXDEV") {
+                        return self.held_in_place(pid, d).map(|(canon, spelled)| {
+                            found(ViolationKind::Write, Some(canon), None, Some(spelled))
+                        });
+                    }
                     if !matches!(errno, "EROFS" | "EACCES" | "EPERM") {
                         return None;
                     }
@@ -353,6 +359,36 @@ impl<H: Host> Classifier<H> {
         let spelled = self.absolute(pid, p)?;
         let canon = self.canonical(&spelled);
         Some((canon, spelled))
+    }
+
+    /// For a rename, removal or link refused with `EBUSY` or `EXDEV`: the first of its paths
+    /// that the walls hold in place (a pinned directory, a deny anchor, a protected path or
+    /// a grant: a mount point inside the sandbox), `(canonical, spelled)`.
+    fn held_in_place(&mut self, pid: Option<u32>, d: &Denial) -> Option<(PathBuf, PathBuf)> {
+        if !matches!(
+            &*d.syscall,
+            "rename"
+                | "renameat"
+                | "renameat2"
+                | "unlink"
+                | "unlinkat"
+                | "rmdir"
+                | "link"
+                | "linkat"
+        ) {
+            return None;
+        }
+        // A link's new name is created, never held; only what it links is.
+        let take = if d.syscall.starts_with("link") { 1 } else { d.paths.len() };
+        for p in d.paths.iter().take(take) {
+            let spelled = self.absolute(pid, p)?;
+            let canon = self.canonical(&spelled);
+            let Some(abs) = AbsPathBuf::new_lexical(&canon) else { continue };
+            if held(&self.policy, &abs) {
+                return Some((canon, spelled));
+            }
+        }
+        None
     }
 
     fn writable(&self, canon: &Path) -> bool {
@@ -416,6 +452,21 @@ impl<H: Host> Classifier<H> {
             _ => joined,
         }
     }
+}
+
+/// Whether the walls make `path` a mount point, which cannot be renamed or removed: a pinned
+/// directory, a deny anchor, an existing protected path, a grant or an exception.
+fn held(policy: &ResolvedPolicy, path: &AbsPathBuf) -> bool {
+    policy.pinned.contains(path)
+        || policy
+            .read_deny
+            .iter()
+            .any(|a| &a.path == path || a.exceptions.iter().any(|e| &e.path == path))
+        || policy.write.iter().any(|g| &g.path == path)
+        || policy.protected.iter().any(|p| {
+            &p.path == path
+                || matches!(&p.state, paddock_policy::ProtectedState::Missing { first_missing } if first_missing == path)
+        })
 }
 
 /// Paths the sandbox itself provides (not the policy's to grant): `/proc`, `/sys`, `/dev`.

@@ -8,6 +8,7 @@ fn host() -> FakeHost {
     FakeHost::new()
         .dir("/home/u/proj/src")
         .dir("/home/u/proj/secrets")
+        .file("/home/u/proj/config/secrets.json", "s")
         .dir("/home/u/.ssh")
         .file("/home/u/.ssh/id_ed25519", "k")
         .dir("/etc")
@@ -248,6 +249,36 @@ fn opening_a_hidden_file_that_reads_empty_is_a_violation() {
             (ViolationKind::Read, netrc.clone(), None),
             (ViolationKind::Read, netrc.clone(), None),
             (ViolationKind::Write, netrc, Some("EROFS".to_owned())),
+        ]
+    );
+}
+
+#[test]
+fn renames_removals_and_links_of_what_the_walls_hold_in_place_are_writes() {
+    let log = r#"10 rename("config", "config-moved") = -1 EBUSY (Device or resource busy)
+10 renameat2(AT_FDCWD</home/u/proj>, "src", AT_FDCWD</home/u/proj>, "config", RENAME_EXCHANGE) = -1 EBUSY (Device or resource busy)
+10 link("config/secrets.json", "leak") = -1 EXDEV (Invalid cross-device link)
+10 unlink("config/secrets.json") = -1 EBUSY (Device or resource busy)
+10 rename("secrets", "s2") = -1 EBUSY (Device or resource busy)
+10 rename("src/a", "src/b") = -1 EBUSY (Device or resource busy)
+10 link("src/a", "config/secrets.json") = -1 EXDEV (Invalid cross-device link)
+10 rmdir("src") = -1 EBUSY (Device or resource busy)
+"#;
+    let got: Vec<_> = classify("[deny]\nread = [\"config/secrets.json\", \"secrets\"]\n", log)
+        .iter()
+        .map(one)
+        .collect();
+    let w = |p: &str, call: &str, e: &str| {
+        (ViolationKind::Write, format!("/home/u/proj/{p}"), call.to_owned(), e.to_owned())
+    };
+    assert_eq!(
+        got,
+        [
+            w("config", "rename", "EBUSY"),
+            w("config", "renameat2", "EBUSY"),
+            w("config/secrets.json", "link", "EXDEV"),
+            w("config/secrets.json", "unlink", "EBUSY"),
+            w("secrets", "rename", "EBUSY"),
         ]
     );
 }

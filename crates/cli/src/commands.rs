@@ -107,6 +107,15 @@ fn print_plan_text(out: &mut dyn Write, loaded: &Loaded, plan: &SpawnPlan) -> Re
     for p in &r.protected {
         writeln!(out, "  {} [{}]", p.path, p.rule)?;
     }
+    if !r.pinned.is_empty() {
+        writeln!(
+            out,
+            "pinned (cannot be renamed or removed: above protected paths and deny entries):"
+        )?;
+        for p in &r.pinned {
+            writeln!(out, "  {p}")?;
+        }
+    }
     writeln!(out, "network: {}", serde_json::to_string(&r.network)?)?;
     if let NetworkPolicy::Filtered { allow, deny } = &r.network {
         // A name without a port grants the web ports only: say which ports each grant has.
@@ -139,8 +148,30 @@ fn print_plan_text(out: &mut dyn Write, loaded: &Loaded, plan: &SpawnPlan) -> Re
     Ok(())
 }
 
+/// `paddock check --project`: the project under its policy (hard links out of deny
+/// anchors); 1 when a hidden file is linked elsewhere in it.
+fn check_project(args: &CheckArgs, dir: &std::path::Path) -> Result<u8> {
+    let dir = std::fs::canonicalize(dir)
+        .with_context(|| format!("--project {}: not a directory to check", dir.display()))?;
+    let policy_args =
+        PolicyArgs { project: Some(dir), config: args.config.clone(), ..PolicyArgs::default() };
+    let loaded = load(&policy_args)?;
+    let findings = crate::hardlinks::find(&loaded.resolved, crate::hardlinks::MAX_WALK);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&findings)?);
+        return Ok(u8::from(!findings.linked.is_empty()));
+    }
+    for n in &loaded.notes {
+        println!("note {:<18} {n}", "policy");
+    }
+    Ok(crate::hardlinks::print(&findings))
+}
+
 /// `paddock check`.
 pub fn check(args: &CheckArgs) -> Result<u8> {
+    if let Some(dir) = &args.project {
+        return check_project(args, dir);
+    }
     #[cfg(target_os = "linux")]
     {
         use paddock_linux_bwrap::probe::Status;

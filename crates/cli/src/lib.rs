@@ -26,6 +26,7 @@ pub mod classify;
 pub mod commands;
 #[cfg(target_os = "linux")]
 pub mod exec;
+pub mod hardlinks;
 pub mod host;
 #[cfg(target_os = "linux")]
 pub mod inside;

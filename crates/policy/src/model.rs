@@ -81,7 +81,9 @@ pub struct Allow {
     pub host_ports: Vec<Entry<u16>>,
     /// A pseudo-terminal for the task.
     pub pty: bool,
-    /// Read access to the user's git config (`~/.gitconfig`, `~/.config/git`).
+    /// The project's own repository config (`.git/config`, `config.worktree`) writable, hooks
+    /// still read-only, with a warning every run; on macOS also the user's git config
+    /// (`~/.gitconfig`, `~/.config/git`) readable under a deny anchor.
     pub git_config: bool,
     /// macOS: sysctl and other system information reads.
     pub system_info: bool,

@@ -162,6 +162,12 @@ pub fn summarize(violations: &[Violation], policy: &ResolvedPolicy) -> Vec<Strin
             _ => {}
         }
         let key = match (&v.path, v.kind) {
+            (Some(p), ViolationKind::Write)
+                if let Some(key) =
+                    AbsPathBuf::new_lexical(p).and_then(|p| crate::pins::held_key(policy, &p)) =>
+            {
+                key
+            }
             (Some(p), ViolationKind::Write) => AbsPathBuf::new_lexical(p)
                 .and_then(|p| policy.protected.iter().find(|pr| p.starts_with(&pr.path)))
                 .map_or(v.kind.allow_key(), |pr| {

@@ -316,7 +316,14 @@ impl<'a> Resolver<'a> {
             })
         });
 
-        let (protected, pinned) = self.protected(policy, &write)?;
+        let (mut protected, mut pinned) = self.protected(policy, &write)?;
+        if policy.allow.git_config {
+            crate::git_config::lift(self.host, &self.project, &mut protected);
+            self.diagnostics.push(crate::git_config::warning(&self.project));
+        }
+        pinned.extend(crate::pins::deny_anchor_pins(self.host, &anchors, &write));
+        pinned.sort();
+        pinned.dedup();
         let network = match &policy.allow.network.value {
             NetworkRule::Off => NetworkPolicy::Off,
             NetworkRule::On => NetworkPolicy::On,

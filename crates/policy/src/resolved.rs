@@ -30,7 +30,8 @@ pub struct ResolvedPolicy {
     /// Paths kept read-only inside write grants, present or missing.
     pub protected: Vec<ProtectedPath>,
     /// Directories inside write grants that must not be renamed (the ancestors of protected
-    /// paths, such as `.git`): a backend makes each a mount point so `rename` fails (EBUSY).
+    /// paths, such as `.git`, and of deny anchors up to their write grant): a backend makes
+    /// each a mount point so `rename` fails (EBUSY).
     pub pinned: Vec<AbsPathBuf>,
     /// Globs as written with their static prefix canonicalized, for backends that can
     /// enforce patterns natively (seatbelt) and cover files created later.
@@ -45,7 +46,8 @@ pub struct ResolvedPolicy {
     pub host_ports: Vec<u16>,
     /// A pseudo-terminal for the task.
     pub pty: bool,
-    /// The user's git config is readable.
+    /// `allow.git-config`: the project's repository config was lifted from `protected`
+    /// (resolution did it); macOS also re-opens the user's git config for reading.
     pub git_config: bool,
     /// macOS: system information reads.
     pub system_info: bool,

@@ -89,6 +89,12 @@ pub fn convert(text: &str, file: &Path) -> Result<(Policy, Vec<String>)> {
         }
         if let Some(v) = fs.get("allowGitConfig") {
             policy.allow.git_config = boolean(v, &o.child("allowGitConfig"))?;
+            if policy.allow.git_config {
+                notes.push(format!(
+                    "{}: converted to allow.git-config = true: the project's own .git/config and config.worktree are writable (nested repositories' are not), hooks stay read-only, and every run warns that the task can configure programs git runs on the host",
+                    o.child("allowGitConfig")
+                ));
+            }
         }
     }
     if let Some(net) = top.get("network") {

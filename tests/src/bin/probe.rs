@@ -2,7 +2,9 @@
 //! argument is one observation to make; it prints one JSON object per observation:
 //! `{"op": "...", "arg": "...", "ok": true|false, "errno": N, "detail": "..."}`.
 //!
-//! Operations: `read:PATH`, `write:PATH`, `mkdir:PATH`, `rename:FROM=TO`, `ls:PATH`,
+//! Operations: `read:PATH`, `write:PATH`, `mkdir:PATH`, `rename:FROM=TO`, `exchange:A=B`
+//! (`renameat2` with `RENAME_EXCHANGE`), `link:FROM=TO` (a hard link), `rmdir:PATH`,
+//! `unlink:PATH`, `ls:PATH`,
 //! `connect:IP:PORT`, `unix:PATH`, `socketpair-dgram`, `io-uring`, `tiocsti`, `tiocsti-hi`,
 //! `keyctl`, `unshare-user`, `env:NAME`, `fds`, `file:PATH` (prints the content),
 //! `open:PATH` (open for reading only), `ptrace:PID` (attach), `http:URL` (an absolute-URI
@@ -48,6 +50,24 @@ fn io_result(op: &str, arg: &str, r: std::io::Result<String>) {
     }
 }
 
+/// `renameat2(a, b, RENAME_EXCHANGE)`: swaps two names atomically.
+fn exchange(a: &str, b: &str) -> std::io::Result<()> {
+    let c = |s: &str| std::ffi::CString::new(s).map_err(|_| std::io::ErrorKind::InvalidInput);
+    let (a, b) = (c(a)?, c(b)?);
+    // SAFETY: two NUL-terminated paths; renameat2 reads them and nothing else.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
+    if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+}
+
 fn raw(op: &str, rc: i64) {
     if rc < 0 { emit(op, "", false, errno(), "") } else { emit(op, "", true, 0, &rc.to_string()) }
 }
@@ -78,6 +98,16 @@ fn main() {
                 let (from, to) = rest.split_once('=').unwrap_or((rest, ""));
                 io_result(op, rest, std::fs::rename(from, to).map(|()| String::new()))
             }
+            "exchange" => {
+                let (from, to) = rest.split_once('=').unwrap_or((rest, ""));
+                io_result(op, rest, exchange(from, to).map(|()| String::new()))
+            }
+            "link" => {
+                let (from, to) = rest.split_once('=').unwrap_or((rest, ""));
+                io_result(op, rest, std::fs::hard_link(from, to).map(|()| String::new()))
+            }
+            "rmdir" => io_result(op, rest, std::fs::remove_dir(rest).map(|()| String::new())),
+            "unlink" => io_result(op, rest, std::fs::remove_file(rest).map(|()| String::new())),
             "ls" => io_result(
                 op,
                 rest,

@@ -14,10 +14,15 @@
 //!   link across mounts is `EXDEV` (a read-only and a writable side are always two mounts);
 //! - opening: only a regular file (or a created one) writes to its mount; a device, FIFO or
 //!   socket opened for writing does not, and a directory is `EISDIR`;
-//! - changing (`chmod`, `chown`, `utimensat`, `truncate`, `*xattr`): the file's own mount.
+//! - changing (`chmod`, `chown`, `utimensat`, `truncate`, `*xattr`): the file's own mount;
+//! - a mount point (a pinned directory, a deny anchor, a protected path, a grant) cannot be
+//!   renamed, exchanged or removed (`EBUSY`, once the parents passed the checks above: both
+//!   writable, one mount), nor hard-linked (`EXDEV`: its mount is not the new name's).
 //!
 //! A path under a FUSE mount is never a denial here: the observer filesystem on deny anchors
-//! records those. The mount table is read once, and a path lexically under a FUSE mount is
+//! records those. An anchor itself (the FUSE mount point) is: renaming or linking it is
+//! refused by the kernel before the observer hears of it, and the mount table says it is a
+//! mount point without touching it. The mount table is read once, and a path lexically under a FUSE mount is
 //! skipped without touching it (the supervisor's own lookups would reach the observer);
 //! `statfs` also says FUSE when a symlink led there.
 
@@ -124,6 +129,11 @@ pub trait View {
     fn mount(&self, path: &[u8]) -> Result<MountFacts, i32>;
     /// Whether `path` is lexically at or under a FUSE mount point.
     fn under_fuse(&self, path: &[u8]) -> bool;
+    /// Whether `path` (its final component not followed) is a mount point. Never touches a
+    /// path under a FUSE mount.
+    fn mount_point(&self, path: &[u8]) -> bool;
+    /// Whether two directories are on the same mount.
+    fn same_mount(&self, a: &[u8], b: &[u8]) -> bool;
 }
 
 /// The parent directory of a clean absolute path (`/` for `/` and `/x`).
@@ -157,6 +167,11 @@ pub struct Denial<'a> {
 
 /// The denial the kernel will give `op`, if any.
 pub fn predict<'a>(view: &impl View, op: Op<'a>) -> Option<Denial<'a>> {
+    // First, whatever the paths are under: a mount point refuses before any filesystem
+    // (the observer's too) is asked.
+    if let Some(denial) = held_in_place(view, op) {
+        return Some(denial);
+    }
     // Under a FUSE mount, nothing is touched: the supervisor's own lookups would reach the
     // observer filesystem, which records the task's.
     let paths = match op {
@@ -228,6 +243,48 @@ pub fn predict<'a>(view: &impl View, op: Op<'a>) -> Option<Denial<'a>> {
             Ok(_) => erofs(path, read_only(view, path)),
             Err(_) => None,
         },
+    }
+}
+
+/// A rename, exchange or removal of a mount point (`EBUSY`) or a hard link of one
+/// (`EXDEV`), when the checks the kernel makes first pass: writable parents outside the
+/// observer's mounts, on one mount for a rename, a new name that does not exist for a link.
+fn held_in_place<'a>(view: &impl View, op: Op<'a>) -> Option<Denial<'a>> {
+    // The mount table first: for almost every call it decides alone, without a syscall.
+    let open_dir = |dir: &[u8]| !view.under_fuse(dir) && !read_only(view, dir);
+    let busy = |path: &'a [u8]| Denial { path, errno: "EBUSY" };
+    match op {
+        Op::Remove(path) => (view.mount_point(path) && open_dir(parent(path))).then(|| busy(path)),
+        Op::Two { old, new, link: false } => {
+            let held = if view.mount_point(old) {
+                old
+            } else if view.mount_point(new) {
+                new
+            } else {
+                return None;
+            };
+            let (from, to) = (parent(old), parent(new));
+            // A missing source is ENOENT before a held target is EBUSY (a held source exists,
+            // and is not touched: it may be the observer's root).
+            if !open_dir(from)
+                || !open_dir(to)
+                || (held == new && (view.under_fuse(old) || view.file_type(old, false).is_err()))
+            {
+                return None;
+            }
+            Some(if view.same_mount(from, to) {
+                busy(held)
+            } else {
+                Denial { path: held, errno: "EXDEV" }
+            })
+        }
+        Op::Two { old, new, link: true } => (view.mount_point(old)
+            && !view.under_fuse(parent(old))
+            && open_dir(parent(new))
+            && !view.under_fuse(new)
+            && matches!(view.file_type(new, false), Err(libc::ENOENT)))
+        .then_some(Denial { path: old, errno: "EXDEV" }),
+        _ => None,
     }
 }
 
@@ -305,6 +362,11 @@ pub fn connect_target(addr: &[u8]) -> Option<String> {
 #[derive(Debug, Default)]
 pub struct Live {
     fuse_mounts: Vec<Vec<u8>>,
+    /// Every mount point of the sandbox (the task cannot mount: the set is fixed).
+    mount_points: std::collections::BTreeSet<Vec<u8>>,
+    /// Their last components: a removed or renamed name that is none of them is no mount
+    /// point, found without resolving its parent (`rm -rf` of a tree asks once a file).
+    mount_names: std::collections::HashSet<Vec<u8>>,
 }
 
 impl Live {
@@ -319,8 +381,66 @@ impl Live {
         if read.is_err() {
             table.clear();
         }
-        Live { fuse_mounts: fuse_mount_points(&table) }
+        let points = mount_points(&table);
+        Live {
+            fuse_mounts: fuse_mount_points(&table),
+            mount_names: points.iter().map(|p| last_component(p).to_vec()).collect(),
+            mount_points: points.into_iter().collect(),
+        }
     }
+
+    /// `path` with its parent directory's links followed (the parent must not be under a
+    /// FUSE mount: resolving it would reach the observer).
+    fn real(&self, path: &[u8]) -> Option<Vec<u8>> {
+        let mut out = self.real_dir(parent(path))?;
+        let name = last_component(path);
+        if name.is_empty() {
+            return Some(out);
+        }
+        if out != b"/" {
+            out.push(b'/');
+        }
+        out.extend_from_slice(name);
+        Some(out)
+    }
+
+    /// The directory `dir` with its links followed, unless it is under a FUSE mount.
+    fn real_dir(&self, dir: &[u8]) -> Option<Vec<u8>> {
+        use std::os::unix::ffi::OsStringExt;
+        if self.under_fuse(dir) {
+            return None;
+        }
+        let real = std::fs::canonicalize(std::ffi::OsStr::from_bytes(dir)).ok()?;
+        Some(real.into_os_string().into_vec())
+    }
+
+    /// The innermost mount point holding the canonical `path`.
+    fn mount_of<'s>(&'s self, path: &[u8]) -> Option<&'s [u8]> {
+        self.mount_points
+            .iter()
+            .filter(|m| {
+                m.as_slice() == b"/"
+                    || path
+                        .strip_prefix(m.as_slice())
+                        .is_some_and(|r| r.is_empty() || r.starts_with(b"/"))
+            })
+            .max_by_key(|m| m.len())
+            .map(Vec::as_slice)
+    }
+}
+
+/// The last component of a clean path (empty for `/`).
+fn last_component(path: &[u8]) -> &[u8] {
+    &path[path.iter().rposition(|b| *b == b'/').map_or(0, |i| i + 1)..]
+}
+
+/// Every mount point in a `mountinfo` table.
+pub fn mount_points(table: &[u8]) -> Vec<Vec<u8>> {
+    table
+        .split(|b| *b == b'\n')
+        .filter_map(|line| line.split(|b| *b == b' ').nth(4))
+        .map(unescape)
+        .collect()
 }
 
 /// The mount points of FUSE filesystems in a `mountinfo` table.
@@ -426,6 +546,27 @@ impl View for Live {
             path.strip_prefix(m.as_slice())
                 .is_some_and(|rest| rest.is_empty() || rest.starts_with(b"/") || m == b"/")
         })
+    }
+
+    fn mount_point(&self, path: &[u8]) -> bool {
+        if path.ends_with(b"/..")
+            || path == b"/"
+            || !self.mount_names.contains(last_component(path))
+        {
+            return false;
+        }
+        self.mount_points.contains(path)
+            || self.real(path).is_some_and(|real| self.mount_points.contains(&real))
+    }
+
+    fn same_mount(&self, a: &[u8], b: &[u8]) -> bool {
+        if a == b {
+            return true;
+        }
+        match (self.real_dir(a), self.real_dir(b)) {
+            (Some(a), Some(b)) => self.mount_of(&a) == self.mount_of(&b),
+            _ => false,
+        }
     }
 }
 

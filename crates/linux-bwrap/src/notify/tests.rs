@@ -331,6 +331,22 @@ impl View for Fake {
     fn under_fuse(&self, path: &[u8]) -> bool {
         self.mounts.iter().any(|(m, _, fuse)| *fuse && path.starts_with(m.as_bytes()))
     }
+    fn mount_point(&self, path: &[u8]) -> bool {
+        self.mounts.iter().any(|(m, ..)| m.as_bytes() == path)
+    }
+    fn same_mount(&self, a: &[u8], b: &[u8]) -> bool {
+        let of = |p: &[u8]| {
+            self.mounts
+                .iter()
+                .filter(|(m, ..)| {
+                    let m = m.as_bytes();
+                    m == b"/" || p == m || p.starts_with(&[m, b"/"].concat())
+                })
+                .max_by_key(|(m, ..)| m.len())
+                .map(|(m, ..)| *m)
+        };
+        of(a) == of(b)
+    }
 }
 
 fn fake() -> Fake {
@@ -348,13 +364,21 @@ fn fake() -> Fake {
             ("/dev/null", c),
             ("/home", d),
             ("/home/.ssh", d),
+            ("/proj/config", d),
+            ("/proj/config/secrets.json", f),
+            ("/proj/secrets", d),
         ],
         mounts: vec![
             ("/", true, false),
             ("/proj", false, false),
+            ("/proj/.git", false, false),
             ("/proj/.git/config", true, false),
             ("/dev", true, false),
             ("/home", false, true),
+            // A pinned directory, a file anchor (the masked file) and an observed anchor.
+            ("/proj/config", false, false),
+            ("/proj/config/secrets.json", true, false),
+            ("/proj/secrets", false, true),
         ],
     }
 }
@@ -403,6 +427,50 @@ fn predictions_follow_the_kernel_order_of_checks() {
         (Op::Modify(b"/proj/a.txt", true), None),
         (Op::Modify(b"/proj/.git/config", true), some("/proj/.git/config")),
         (Op::Modify(b"/etc/missing", true), None),
+    ];
+    for (op, expected) in cases {
+        let got = classify::predict(&v, op).map(|d| (d.path, d.errno));
+        assert_eq!(got, expected, "{op:?}");
+    }
+}
+
+#[test]
+fn mount_points_cannot_be_renamed_removed_or_linked_away() {
+    let v = fake();
+    let busy = |s: &'static str| Some((s.as_bytes(), "EBUSY"));
+    let xdev = |s: &'static str| Some((s.as_bytes(), "EXDEV"));
+    let two = |old: &'static str, new: &'static str, link| Op::Two {
+        old: old.as_bytes(),
+        new: new.as_bytes(),
+        link,
+    };
+    let cases: Vec<(Op<'_>, Expected)> = vec![
+        // A pinned directory, renamed, exchanged (the same call shape) or removed.
+        (two("/proj/config", "/proj/config-moved", false), busy("/proj/config")),
+        (two("/proj/src", "/proj/config", false), busy("/proj/config")),
+        (Op::Remove(b"/proj/config"), busy("/proj/config")),
+        // Across two writable mounts, "same mount" is checked first.
+        (two("/proj/config", "/proj/.git/x", false), xdev("/proj/config")),
+        // A file anchor (the masked file bound over it).
+        (
+            two("/proj/config/secrets.json", "/proj/config/s", false),
+            busy("/proj/config/secrets.json"),
+        ),
+        (Op::Remove(b"/proj/config/secrets.json"), busy("/proj/config/secrets.json")),
+        (two("/proj/config/secrets.json", "/proj/l", true), xdev("/proj/config/secrets.json")),
+        (two("/proj/config/secrets.json", "/proj/a.txt", true), None), // EEXIST
+        // The observer's anchor itself, without touching it.
+        (two("/proj/secrets", "/proj/s2", false), busy("/proj/secrets")),
+        (Op::Remove(b"/proj/secrets"), busy("/proj/secrets")),
+        // Inside the observer: its own records.
+        (two("/proj/secrets/a", "/proj/secrets/b", false), None),
+        // A missing source is ENOENT before the target's EBUSY; plain files are not held.
+        (two("/proj/missing", "/proj/config", false), None),
+        (two("/proj/a.txt", "/proj/b.txt", false), None),
+        (Op::Remove(b"/proj/a.txt"), None),
+        // A protected file in a pinned directory; a read-only parent is EROFS first.
+        (Op::Remove(b"/proj/.git/config"), busy("/proj/.git/config")),
+        (Op::Remove(b"/etc/passwd"), Some((b"/etc/passwd".as_slice(), "EROFS"))),
     ];
     for (op, expected) in cases {
         let got = classify::predict(&v, op).map(|d| (d.path, d.errno));
