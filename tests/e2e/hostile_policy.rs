@@ -416,7 +416,7 @@ fn helpers_whose_owner_is_hidden_are_refused_with_the_reason() {
     let text =
         format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     if text.contains("unshare failed") || text.contains("unshare: ") {
-        println!("SKIP: `unshare --user` is not allowed here: {text}");
+        skip(format!("`unshare --user` is not allowed here: {text}"), None);
         return;
     }
     assert_ne!(out.status.code(), Some(0), "check passed with unmapped helpers: {text}");
@@ -534,20 +534,15 @@ fn no_user_namespaces_exits_125_and_runs_nothing_pol12b() {
     assert!(!ran.exists(), "the task ran without a sandbox");
 }
 
-fn is_root() -> bool {
-    // SAFETY: geteuid takes nothing and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
 #[test]
 fn no_strace_keeps_the_walls_and_says_so_pol12d() {
     if !require_os_sandbox() {
         return;
     }
-    if !is_root() {
-        // Hiding strace takes a mount namespace; unprivileged, that means a user namespace in
-        // which bwrap is owned by nobody, so paddock (rightly) refuses it as untrusted.
-        eprintln!("SKIPPED (unprivileged): hiding strace needs root; the root run covers this");
+    // Hiding strace takes a mount namespace; unprivileged, that means a user namespace in
+    // which bwrap is owned by nobody, so paddock (rightly) refuses it as untrusted. The root
+    // runs cover this.
+    if !require_root("hiding strace from paddock (a mount namespace)") {
         return;
     }
     let s = Scratch::new("pol12d");

@@ -408,10 +408,7 @@ fn tiocsti_cannot_inject_into_the_callers_terminal_tty01_tty03() {
     if !require_os_sandbox() {
         return;
     }
-    if !std::path::Path::new("/usr/bin/script").exists() {
-        let why = "script (util-linux) is missing";
-        assert!(std::env::var_os("CI").is_none(), "{why}");
-        eprintln!("SKIPPED: {why}");
+    if !require_tool("/usr/bin/script", "a terminal for the task (util-linux)") {
         return;
     }
     let s = Scratch::new("tty01");

@@ -559,8 +559,7 @@ fn net11_a_relay_the_task_runs_gets_the_same_refusal_and_no_socket_is_usable() {
     if !require_os_sandbox() {
         return;
     }
-    if !Path::new("/usr/bin/python3").exists() {
-        eprintln!("SKIPPED: NET-11's forwarder is python3");
+    if !require_tool("/usr/bin/python3", "NET-11's forwarder") {
         return;
     }
     let s = Scratch::new("net-11");

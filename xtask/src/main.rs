@@ -19,12 +19,16 @@
 
 mod bench;
 mod e2e;
+mod skips;
 mod tidy;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
+use paddock_test_support::Fact;
+
+use crate::skips::Pass;
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -184,8 +188,19 @@ fn cargo() -> Command {
     Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
 }
 
+/// Where each pass's skip log is written (readable by the unprivileged runs' user).
+pub fn skip_log_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("paddock-xtask-skips-{}", std::process::id()))
+}
+
 fn ci(root: &Path) -> Result<()> {
     let started = std::time::Instant::now();
+    // Under `cargo xtask ci` every test is required, wherever it is started from: a test
+    // that cannot run fails unless its pass names what stops it (see `skips.rs`).
+    if !paddock_test_support::required() {
+        // SAFETY: single-threaded here; nothing reads the environment concurrently.
+        unsafe { std::env::set_var(paddock_test_support::CI_ENV, "true") };
+    }
     run(cargo().args(["fmt", "--all", "--", "--check"]))?;
     tidy::check(root)?;
     purity()?;
@@ -196,10 +211,22 @@ fn ci(root: &Path) -> Result<()> {
     // tests with it a second time.
     nolibc_supervisor(false);
     // Every test, with the e2e suite itemizing through the observers (strace is present).
-    run(cargo().args(["test", "--workspace", "--no-fail-fast"]).env(E2E_ITEMIZE, "observe"))?;
-    darwin_check()?;
-    fuzz_check(root)?;
+    let mut facts = Vec::new();
+    if !skips::strace_corpus(root).is_dir() {
+        facts.push(Fact::StraceCorpusAbsent);
+    }
+    let pass = Pass::new(&skip_log_dir(), "cargo test --workspace", &facts)?;
+    let mut cmd = cargo();
+    cmd.args(["test", "--workspace", "--no-fail-fast"]).env(E2E_ITEMIZE, "observe");
+    pass.apply(&mut cmd);
+    run(&mut cmd)?;
+    pass.finish()?;
+    let mut checks = Pass::new(&skip_log_dir(), "darwin check, fuzz build", &[])?;
+    darwin_check(&mut checks)?;
+    fuzz_check(root, &mut checks)?;
+    checks.finish()?;
     e2e::matrix(root, &e2e::CI_RUNS)?;
+    let _ = std::fs::remove_dir_all(skip_log_dir());
     eprintln!("xtask ci: all checks passed in {:.0?}", started.elapsed());
     Ok(())
 }
@@ -221,22 +248,29 @@ fn purity() -> Result<()> {
 }
 
 /// The fuzz targets (each crate's `fuzz/`, its own workspace) keep building.
-fn fuzz_check(root: &Path) -> Result<()> {
+fn fuzz_check(root: &Path, pass: &mut Pass) -> Result<()> {
     for krate in ["policy", "strace-parse"] {
         let manifest = root.join("crates").join(krate).join("fuzz/Cargo.toml");
-        if manifest.exists() {
-            run(cargo()
-                .arg("check")
-                .arg("--manifest-path")
-                .arg(&manifest)
-                .env("CARGO_TARGET_DIR", target_dir(root).join("fuzz")))?;
+        if !manifest.exists() {
+            pass.skip(
+                &format!("the fuzz build of {krate}"),
+                &format!("{} is missing", manifest.display()),
+                None,
+            )?;
+            continue;
         }
+        run(cargo()
+            .arg("check")
+            .arg("--manifest-path")
+            .arg(&manifest)
+            .env("CARGO_TARGET_DIR", target_dir(root).join("fuzz")))?;
     }
     Ok(())
 }
 
-/// Type-checks the macOS-facing crates for darwin.
-fn darwin_check() -> Result<()> {
+/// Type-checks the macOS-facing crates for darwin, their tests included (`--all-targets`:
+/// tests that `cfg` removes on Linux are at least compiled).
+fn darwin_check(pass: &mut Pass) -> Result<()> {
     let installed = Command::new("rustup").args(["target", "list", "--installed"]).output();
     let have = |t: &str| {
         installed.as_ref().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).lines().any(|l| l == t))
@@ -251,14 +285,17 @@ fn darwin_check() -> Result<()> {
         {
             targets.push(target);
         } else {
-            eprintln!(
-                "xtask: skipping `cargo check --target {target}`: rustup cannot install the target here"
-            );
+            pass.skip(
+                &format!("`cargo check --target {target}`"),
+                "rustup cannot install the target here",
+                None,
+            )?;
         }
     }
     for target in targets {
         run(cargo().args([
             "check",
+            "--all-targets",
             "--target",
             target,
             "-p",

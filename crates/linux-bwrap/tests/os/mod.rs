@@ -40,12 +40,7 @@ pub fn main() -> i32 {
         .find(|a| !a.starts_with('-'))
         .map(str::to_owned);
     if let Some(reason) = missing_sandbox() {
-        let required = std::env::var("CI").is_ok_and(|v| v == "true")
-            || std::env::var_os("PADDOCK_REQUIRE_OS_TESTS").is_some();
-        if required {
-            panic!("bubblewrap tests are required here (CI) but cannot run: {reason}");
-        }
-        println!("SKIPPED: the bubblewrap tests: {reason}");
+        paddock_test_support::skip_test("the bubblewrap tests", reason, None);
         println!("0 passed, 0 failed, {} skipped", TESTS.len() + notify::TESTS.len());
         return 0;
     }
@@ -87,13 +82,14 @@ pub fn main() -> i32 {
             // SAFETY: as above.
             unsafe { std::env::remove_var(NOLIBC_ENV) };
         }
-        None if std::env::var("CI").is_ok_and(|v| v == "true") => {
+        None if paddock_test_support::required() => {
             println!("test paddock-supervisor-nolibc ... FAILED: not built next to paddock");
             failed += 1;
         }
-        None => println!(
-            "SKIPPED: the second pass with paddock-supervisor-nolibc: not built next to paddock \
-             (cargo build -p paddock)"
+        None => paddock_test_support::skip_test(
+            "the second pass with paddock-supervisor-nolibc",
+            "not built next to paddock (cargo build -p paddock)",
+            None,
         ),
     }
     println!("{passed} passed, {failed} failed");
