@@ -109,7 +109,15 @@ fn learn_an_offline_cargo_build() {
         return;
     }
     let Some(cargo) = cargo() else {
-        skip("no real cargo binary next to rustc (CARGO names a rustup proxy or nothing)", None);
+        // The unprivileged runs start with a reset environment and cannot read root's
+        // toolchain: a fact of those passes. Anywhere else cargo runs the suite, so CARGO
+        // names it.
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let unprivileged = unsafe { libc::geteuid() } != 0;
+        skip(
+            "no real cargo binary next to rustc (CARGO names a rustup proxy or nothing)",
+            unprivileged.then_some(Fact::Unprivileged),
+        );
         return;
     };
     let s = Scratch::new("learn-cargo");
