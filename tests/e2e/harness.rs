@@ -17,10 +17,12 @@ pub const CANARY: &str = "canary-7f3a9c1e";
 
 impl Scratch {
     pub fn new(name: &str) -> Scratch {
-        // Not under /tmp: every task gets a private /tmp, which would hide the scratch dirs.
+        // Not under /tmp: every task gets a private /tmp, which would hide the scratch dirs
+        // (a checkout under /tmp gets them in /var/tmp).
         let tmp = std::env::var_os("PADDOCK_E2E_TMP")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")));
+        let tmp = paddock_test_support::visible_dir(&tmp);
         let base = tmp.join(format!("e2e-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
         let home = base.join("home");
@@ -119,10 +121,13 @@ pub fn paddock_bin() -> PathBuf {
     std::env::var_os("PADDOCK_BIN").map(PathBuf::from).unwrap_or_else(|| target_dir_bin("paddock"))
 }
 
+/// The probe, which runs inside the sandbox: copied out of a checkout under `/tmp`, which
+/// the task's private `/tmp` would hide.
 pub fn probe_bin() -> PathBuf {
-    std::env::var_os("PADDOCK_PROBE")
+    let built = std::env::var_os("PADDOCK_PROBE")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_paddock-probe")))
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_paddock-probe")));
+    paddock_test_support::visible_exe(&built)
 }
 
 /// Where paddock's probe looks for strace.

@@ -115,6 +115,17 @@ fn untraced_runs_are_supervised_without_libc_when_it_is_installed() {
     assert_eq!(status.and_then(|s| s.code()), Some(128 + sig), "signal {sig}");
 }
 
+/// A child killed when the test ends early: a failed assertion must not leave a paddock
+/// waiting behind it (holding the test's output open).
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// SIGINT, or SIGTERM when this process inherited SIGINT ignored (a job started with
 /// `nohup ... &`): a signal paddock, started from here, catches and relays.
 fn polite_signal_not_ignored() -> i32 {
@@ -171,7 +182,8 @@ fn a_hang_up_ignored_when_paddock_starts_stays_ignored_for_it_and_the_task() {
             });
         }
         cmd.args(["--", "sh", "-c", script]).stdout(std::process::Stdio::piped());
-        let mut child = cmd.spawn().unwrap();
+        let mut child = KillOnDrop(cmd.spawn().unwrap());
+        let child = &mut child.0;
         let deadline = Instant::now() + Duration::from_secs(30);
         while !s.project.join("ready").exists() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
@@ -188,7 +200,7 @@ fn a_hang_up_ignored_when_paddock_starts_stays_ignored_for_it_and_the_task() {
             unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
         }
         std::fs::write(s.project.join("go"), "").unwrap();
-        let status = wait_within(&mut child, Duration::from_secs(60));
+        let status = wait_within(child, Duration::from_secs(60));
         let mut stdout = String::new();
         std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut stdout).unwrap();
         assert_eq!(status.and_then(|s| s.code()), Some(0), "{itemize:?}: {stdout}");

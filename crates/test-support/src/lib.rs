@@ -9,10 +9,14 @@
 //! Every skip is printed (`SKIPPED: test: reason`) and, when `PADDOCK_SKIP_LOG` names a file,
 //! appended to it as one line (`test`, reason, fact, tab-separated), from which `xtask`
 //! prints one skip summary per pass ([`read_log`]).
+//!
+//! Every task gets a private `/tmp`, which hides a checkout cloned under `/tmp` from the
+//! sandbox: the test binaries and scratch trees the tests hand to it then come from
+//! [`visible_dir`] and [`visible_exe`], outside `/tmp`.
 
 use std::fmt;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Set by CI systems; see [`required`].
 pub const CI_ENV: &str = "CI";
@@ -137,6 +141,54 @@ pub fn available(present: bool, reason: impl fmt::Display) -> bool {
         skip(reason, None);
     }
     present
+}
+
+/// Whether a sandboxed task's private `/tmp` hides `path`.
+pub fn hidden_by_private_tmp(path: &Path) -> bool {
+    path.starts_with("/tmp")
+}
+
+/// `preferred` (a scratch base: the target directory's tmp), unless a task's private `/tmp`
+/// would hide it (a checkout under `/tmp`): then `/var/tmp/paddock-tests-PID`, created, and
+/// those of processes that are gone removed.
+pub fn visible_dir(preferred: &Path) -> PathBuf {
+    if !hidden_by_private_tmp(preferred) {
+        return preferred.to_path_buf();
+    }
+    let base = Path::new("/var/tmp");
+    if let Ok(entries) = std::fs::read_dir(base) {
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let pid = name.to_str().and_then(|n| n.strip_prefix("paddock-tests-"));
+            if pid.is_some_and(|p| !Path::new("/proc").join(p).exists()) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+    let dir = base.join(format!("paddock-tests-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    dir
+}
+
+/// `exe`, or, when a task's private `/tmp` would hide it, a copy in [`visible_dir`] (made
+/// once per process and name), so that a sandbox can run it.
+pub fn visible_exe(exe: &Path) -> PathBuf {
+    if !hidden_by_private_tmp(exe) {
+        return exe.to_path_buf();
+    }
+    let Some(name) = exe.file_name() else { return exe.to_path_buf() };
+    let copy = visible_dir(exe).join(name);
+    // Copied under a temporary name and renamed: parallel tests never see half a binary.
+    if !copy.exists() {
+        let part = copy.with_extension(format!("part-{:?}", std::thread::current().id()));
+        let copied = std::fs::copy(exe, &part).and_then(|_| std::fs::rename(&part, &copy));
+        if let Err(e) = copied {
+            let _ = std::fs::remove_file(&part);
+            eprintln!("cannot copy {} out of /tmp: {e}", exe.display());
+            return exe.to_path_buf();
+        }
+    }
+    copy
 }
 
 /// One recorded skip.
