@@ -253,10 +253,33 @@ fn huge_glob_expansion_is_bounded_and_fails_closed_pol06() {
         // build shares its two cores: a bound against runaway expansion, not a speed test.
         Duration::from_secs(60),
     );
-    if out.status.code() == Some(0) {
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(!text.contains(CANARY), "a denied .pem was readable: {text}");
+    // 3,000 file anchors: bwrap refuses that many arguments (9,000), and the run fails
+    // closed, before the task. (This passed on any 125 before, without checking that the
+    // task never ran, nor that a policy that fits keeps both of its halves.)
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if out.status.code() == Some(125) {
+        assert!(text.is_empty(), "the task ran: {out:?}");
+        assert!(!out.stderr.is_empty(), "no reason given: {out:?}");
     }
+    assert!(!text.contains(CANARY), "a denied .pem was readable: {text}");
+    // A tree a fifth that size fits: the run happens, the .pem is hidden, the .txt read.
+    for d in 20..100 {
+        std::fs::remove_dir_all(tree.join(format!("d{d}"))).unwrap();
+    }
+    let out = bounded_run(
+        &s,
+        &["--allow-read", "**/*", "--deny-read", "**/*.pem"],
+        &[format!("file:{}", pem.display()), format!("read:{}", txt.display())],
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let obs: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_denied(&obs, "file", &pem.display().to_string(), &[ENOENT, EACCES, EPERM]);
+    let read = assert_allowed(&obs, "read", &txt.display().to_string());
+    assert_eq!(read, format!("{} bytes", CANARY.len()), "the allowed .txt");
 }
 
 #[test]
