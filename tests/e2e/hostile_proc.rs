@@ -389,7 +389,7 @@ fn a_filter_that_cannot_load_fails_closed_sec08() {
 
 /// Runs `command` (a shell line) inside `script`, a real terminal, followed by a read of
 /// whatever was queued on it (G4). Returns everything the terminal showed.
-fn in_terminal(s: &Scratch, command: &str) -> String {
+pub(crate) fn in_terminal(s: &Scratch, command: &str) -> String {
     let line = format!("{command}; read -t1 L && echo LEAK:$L");
     let mut child = Command::new("script")
         .args(["-qec", &line, "/dev/null"])
@@ -413,7 +413,7 @@ fn in_terminal(s: &Scratch, command: &str) -> String {
     text
 }
 
-fn quote(p: &std::path::Path) -> String {
+pub(crate) fn quote(p: &std::path::Path) -> String {
     format!("'{}'", p.display())
 }
 
