@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+pub use paddock_test_support::{Fact, skip};
 use serde_json::Value;
 
 /// A throw-away `$HOME` with canaries and a git project `$HOME/proj`.
@@ -16,10 +17,12 @@ pub const CANARY: &str = "canary-7f3a9c1e";
 
 impl Scratch {
     pub fn new(name: &str) -> Scratch {
-        // Not under /tmp: every task gets a private /tmp, which would hide the scratch dirs.
+        // Not under /tmp: every task gets a private /tmp, which would hide the scratch dirs
+        // (a checkout under /tmp gets them in /var/tmp).
         let tmp = std::env::var_os("PADDOCK_E2E_TMP")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")));
+        let tmp = paddock_test_support::visible_dir(&tmp);
         let base = tmp.join(format!("e2e-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
         let home = base.join("home");
@@ -118,10 +121,13 @@ pub fn paddock_bin() -> PathBuf {
     std::env::var_os("PADDOCK_BIN").map(PathBuf::from).unwrap_or_else(|| target_dir_bin("paddock"))
 }
 
+/// The probe, which runs inside the sandbox: copied out of a checkout under `/tmp`, which
+/// the task's private `/tmp` would hide.
 pub fn probe_bin() -> PathBuf {
-    std::env::var_os("PADDOCK_PROBE")
+    let built = std::env::var_os("PADDOCK_PROBE")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_paddock-probe")))
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_paddock-probe")));
+    paddock_test_support::visible_exe(&built)
 }
 
 /// Where paddock's probe looks for strace.
@@ -179,7 +185,8 @@ pub fn landlock_scopes_signals() -> bool {
 }
 
 /// Whether the suite's itemizer ([`itemizer`]) works here. Skips loudly, or panics when OS
-/// tests are required.
+/// tests are required (`paddock_test_support::required`) and the pass does not name what
+/// stops it.
 pub fn require_itemizer() -> bool {
     if !require_os_sandbox() {
         return false;
@@ -197,11 +204,8 @@ pub fn require_itemizer() -> bool {
     };
     match missing {
         None => true,
-        Some(why) if os_tests_required() => {
-            panic!("OS tests are required here, but itemizing with {} needs: {why}", e2e_mode())
-        }
         Some(why) => {
-            eprintln!("SKIPPED: itemizing with {}: {why}", e2e_mode());
+            skip(format!("itemizing with {} needs: {why}", e2e_mode()), None);
             false
         }
     }
@@ -209,7 +213,7 @@ pub fn require_itemizer() -> bool {
 
 /// Whether strace is here (for tests of strace itself: `paddock learn`, `--itemize strace`).
 /// Skips loudly when not: CI runs the suite once with strace hidden, to prove the observers
-/// itemize alone.
+/// itemize alone (a fact of that pass); anywhere else a missing strace is a failure under CI.
 pub fn require_strace() -> bool {
     if !require_os_sandbox() {
         return false;
@@ -217,20 +221,34 @@ pub fn require_strace() -> bool {
     // Hidden by a bind of /dev/null (a character device) is as good as missing.
     let found = STRACE_PATHS.iter().any(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file()));
     if !found {
-        eprintln!("SKIPPED: strace is not installed (or hidden for this run)");
+        skip("strace is not installed (or hidden for this pass)", Some(Fact::StraceHidden));
     }
     found
 }
 
-fn os_tests_required() -> bool {
-    std::env::var_os("CI").is_some_and(|v| v == "true" || v == "1")
-        || std::env::var_os("PADDOCK_REQUIRE_OS_TESTS").is_some()
+/// Whether `tool` (an absolute path) is installed; skips loudly when not, a failure where
+/// tests are required. `what` says what the test needs it for.
+pub fn require_tool(tool: &str, what: &str) -> bool {
+    let found = Path::new(tool).exists();
+    if !found {
+        skip(format!("{what} needs {tool}, which is not installed"), None);
+    }
+    found
+}
+
+/// Whether the suite runs as root; skips when not, which only a pass run as another user on
+/// purpose may do where tests are required. `what` says what needs root.
+pub fn require_root(what: &str) -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        skip(format!("{what} needs root"), Some(Fact::Unprivileged));
+    }
+    root
 }
 
 /// Whether the OS sandbox is here. Skips loudly, or panics when OS tests are required.
 pub fn require_os_sandbox() -> bool {
-    let required = std::env::var_os("CI").is_some_and(|v| v == "true" || v == "1")
-        || std::env::var_os("PADDOCK_REQUIRE_OS_TESTS").is_some();
     let missing =
         if !Path::new("/usr/bin/bwrap").exists() && !Path::new("/usr/local/bin/bwrap").exists() {
             Some("bubblewrap is not installed (apt-get install bubblewrap)".to_owned())
@@ -244,9 +262,8 @@ pub fn require_os_sandbox() -> bool {
         };
     match missing {
         None => true,
-        Some(why) if required => panic!("OS tests are required here but cannot run: {why}"),
         Some(why) => {
-            eprintln!("SKIPPED: {why}");
+            skip(why, None);
             false
         }
     }

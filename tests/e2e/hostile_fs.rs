@@ -523,15 +523,23 @@ fn symlinks_at_protected_names_are_not_followed_sym04() {
     std::os::unix::fs::symlink(&autostart, sc.project.join(".vscode")).unwrap();
     std::os::unix::fs::symlink(sc.home.join(".ssh"), sc.project.join(".idea")).unwrap();
     let ssh_before = names(&sc.home.join(".ssh"));
+    // A protected name that is a link fails the run closed, naming it (a bind over a link
+    // protects its target, not the name). Any outcome passed before.
     let out = sc.paddock().args(["run", "--", "true"]).output().unwrap();
-    let code = out.status.code();
-    assert!(code == Some(0) || code == Some(125), "{out:?}");
-    if code == Some(125) {
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(".vscode") || err.contains(".idea"), "the link is not named: {err}");
-    }
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(".vscode") || err.contains(".idea"), "the link is not named: {err}");
     assert!(names(&autostart).is_empty(), "something was created through .vscode");
     assert_eq!(names(&sc.home.join(".ssh")), ssh_before, "something was created through .idea");
+}
+
+/// Waits until `path` exists (a task says it runs), failing after 30 s.
+fn await_file(path: &Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !path.exists() {
+        assert!(std::time::Instant::now() < deadline, "{} never appeared", path.display());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 /// Starts `paddock run -- TASK...` and returns once `placeholder` exists (the run made it).
@@ -545,7 +553,7 @@ fn run_until_it_exists(s: &Scratch, task: &[&str], placeholder: &Path) -> std::p
         .unwrap();
     let started = std::time::Instant::now();
     while !placeholder.exists() {
-        assert!(started.elapsed().as_secs() < 10, "the run made no placeholder");
+        assert!(started.elapsed().as_secs() < 30, "the run made no placeholder");
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     run
@@ -563,14 +571,26 @@ fn a_concurrent_run_keeps_the_placeholders_another_sandbox_has_bound() {
     let s = Scratch::new("placeholder-race");
     let hooks = s.project.join(".vscode");
     assert!(!hooks.exists());
-    let mut a = run_until_it_exists(&s, &["sleep", "1"], &hooks);
+    // A lives until B's task runs (B has bound the placeholder); B writes once A is gone.
+    // (Fixed sleeps of 1 s and 2 s let A end before B started on a loaded machine: then
+    // nothing was shared and the race went untested.)
+    let wait_for = |name: &str| format!("while [ ! -e {name} ]; do sleep 0.02; done");
+    let mut a = run_until_it_exists(&s, &["sh", "-c", &wait_for("go-a")], &hooks);
     let b = s
         .paddock()
         .args(["run", "--", "sh", "-c"])
-        .arg("sleep 2; mkdir -p .vscode; echo pwn > .vscode/tasks.json")
-        .output()
+        .arg(format!(
+            ": > b-runs; {}; mkdir -p .vscode; echo pwn > .vscode/tasks.json",
+            wait_for("go-b")
+        ))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
+    await_file(&s.project.join("b-runs"));
+    std::fs::write(s.project.join("go-a"), "").unwrap();
     assert!(a.wait().unwrap().success());
+    std::fs::write(s.project.join("go-b"), "").unwrap();
+    let b = b.wait_with_output().unwrap();
     assert_ne!(b.status.code(), Some(0), "{b:?}");
     assert!(!hooks.join("tasks.json").exists(), "settings were written on the host: {b:?}");
     // The last run alive removed every placeholder.
@@ -588,16 +608,21 @@ fn a_killed_run_that_borrowed_a_placeholder_does_not_take_it_from_its_maker() {
     }
     let s = Scratch::new("placeholder-borrower-killed");
     let vscode = s.project.join(".vscode");
-    let script = "sleep 3; mkdir -p .vscode; echo pwn > .vscode/tasks.json";
+    // A writes once told to (after C); B is killed once its task runs (it has bound A's
+    // placeholder by then). Fixed sleeps raced both on a loaded machine.
+    let script =
+        "while [ ! -e go-a ]; do sleep 0.02; done; mkdir -p .vscode; echo pwn > .vscode/tasks.json";
     let mut a = run_until_it_exists(&s, &["sh", "-c", script], &vscode);
-    let mut b = s.paddock().args(["run", "--", "sleep", "30"]).spawn().unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(700));
+    let mut b =
+        s.paddock().args(["run", "--", "sh", "-c", ": > b-runs; exec sleep 120"]).spawn().unwrap();
+    await_file(&s.project.join("b-runs"));
     b.kill().unwrap();
     b.wait().unwrap();
     // C sweeps B's runtime dir.
     let c = s.paddock().args(["run", "--", "true"]).output().unwrap();
     assert_eq!(c.status.code(), Some(0), "{c:?}");
     assert!(vscode.is_dir(), "A's placeholder was removed while A lives");
+    std::fs::write(s.project.join("go-a"), "").unwrap();
     assert_ne!(a.wait().unwrap().code(), Some(0));
     assert!(!vscode.join("tasks.json").exists(), "settings were written on the host");
     assert!(!vscode.exists(), "a placeholder was left behind");

@@ -3,7 +3,7 @@
 //! non-file fds, session variables, egress, DNS exfiltration and socket families.
 
 use std::os::fd::AsRawFd;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::harness::*;
 
@@ -313,10 +313,21 @@ fn other_tasks_runtime_dirs_are_hidden_from_the_task() {
         return;
     }
     let s = Scratch::new("rtbase");
-    // A neighbour that holds its runtime dir (with a proxy socket) while the task looks.
-    let mut neighbour =
-        s.paddock().args(["run", "--network", "example.test", "--", "sleep", "5"]).spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    // A neighbour that holds its runtime dir (with a proxy socket) while the task looks:
+    // awaited until its task runs (a fixed delay let the task look before the neighbour
+    // existed, and pass whatever the walls did), released when the task is done.
+    let neighbour_script = ": > neighbour-up; while [ ! -e neighbour-go ]; do sleep 0.02; done";
+    let mut neighbour = s
+        .paddock()
+        .args(["run", "--network", "example.test", "--timeout", "120", "--", "sh", "-c"])
+        .arg(neighbour_script)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !s.project.join("neighbour-up").exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(s.project.join("neighbour-up").exists(), "the neighbour never ran");
     // `/tmp` granted: the task's TMPDIR is its runtime dir's `tmp`, so it knows where the
     // runtime dirs are.
     let out = s
@@ -325,9 +336,10 @@ fn other_tasks_runtime_dirs_are_hidden_from_the_task() {
         .arg(r#"rt=$(dirname "$TMPDIR"); echo "own: $(ls -A "$rt" | tr '\n' ' ')"; echo "base: $(ls -A "$(dirname "$rt")" | wc -l)""#)
         .output()
         .unwrap();
-    let _ = neighbour.kill();
-    let _ = neighbour.wait();
+    std::fs::write(s.project.join("neighbour-go"), "").unwrap();
+    let neighbour = neighbour.wait().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
+    assert!(neighbour.success(), "the neighbour did not last the task's look: {neighbour:?}");
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert!(text.contains("own: tmp \n"), "the task sees its runtime dir's files: {text}");
     assert!(text.contains("base: 1\n"), "the task sees other tasks' runtime dirs: {text}");

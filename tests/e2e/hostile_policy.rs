@@ -253,10 +253,33 @@ fn huge_glob_expansion_is_bounded_and_fails_closed_pol06() {
         // build shares its two cores: a bound against runaway expansion, not a speed test.
         Duration::from_secs(60),
     );
-    if out.status.code() == Some(0) {
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(!text.contains(CANARY), "a denied .pem was readable: {text}");
+    // 3,000 file anchors: bwrap refuses that many arguments (9,000), and the run fails
+    // closed, before the task. (This passed on any 125 before, without checking that the
+    // task never ran, nor that a policy that fits keeps both of its halves.)
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if out.status.code() == Some(125) {
+        assert!(text.is_empty(), "the task ran: {out:?}");
+        assert!(!out.stderr.is_empty(), "no reason given: {out:?}");
     }
+    assert!(!text.contains(CANARY), "a denied .pem was readable: {text}");
+    // A tree a fifth that size fits: the run happens, the .pem is hidden, the .txt read.
+    for d in 20..100 {
+        std::fs::remove_dir_all(tree.join(format!("d{d}"))).unwrap();
+    }
+    let out = bounded_run(
+        &s,
+        &["--allow-read", "**/*", "--deny-read", "**/*.pem"],
+        &[format!("file:{}", pem.display()), format!("read:{}", txt.display())],
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let obs: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_denied(&obs, "file", &pem.display().to_string(), &[ENOENT, EACCES, EPERM]);
+    let read = assert_allowed(&obs, "read", &txt.display().to_string());
+    assert_eq!(read, format!("{} bytes", CANARY.len()), "the allowed .txt");
 }
 
 #[test]
@@ -416,7 +439,7 @@ fn helpers_whose_owner_is_hidden_are_refused_with_the_reason() {
     let text =
         format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     if text.contains("unshare failed") || text.contains("unshare: ") {
-        println!("SKIP: `unshare --user` is not allowed here: {text}");
+        skip(format!("`unshare --user` is not allowed here: {text}"), None);
         return;
     }
     assert_ne!(out.status.code(), Some(0), "check passed with unmapped helpers: {text}");
@@ -534,20 +557,15 @@ fn no_user_namespaces_exits_125_and_runs_nothing_pol12b() {
     assert!(!ran.exists(), "the task ran without a sandbox");
 }
 
-fn is_root() -> bool {
-    // SAFETY: geteuid takes nothing and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
 #[test]
 fn no_strace_keeps_the_walls_and_says_so_pol12d() {
     if !require_os_sandbox() {
         return;
     }
-    if !is_root() {
-        // Hiding strace takes a mount namespace; unprivileged, that means a user namespace in
-        // which bwrap is owned by nobody, so paddock (rightly) refuses it as untrusted.
-        eprintln!("SKIPPED (unprivileged): hiding strace needs root; the root run covers this");
+    // Hiding strace takes a mount namespace; unprivileged, that means a user namespace in
+    // which bwrap is owned by nobody, so paddock (rightly) refuses it as untrusted. The root
+    // runs cover this.
+    if !require_root("hiding strace from paddock (a mount namespace)") {
         return;
     }
     let s = Scratch::new("pol12d");

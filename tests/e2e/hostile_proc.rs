@@ -102,14 +102,25 @@ fn nested_namespaces_are_refused_prc05() {
         assert_denied(&o, "unshare", n, &[EPERM]);
         assert_denied(&o, "clone-ns", n, &[EPERM]);
     }
-    // The real tool, too: no nested user namespace, no remount of a locked mount.
-    let out = s
-        .paddock()
-        .args(["run", "--", "sh", "-c", "unshare -Ur id; unshare -Urm true; echo rc=$?"])
-        .output()
-        .unwrap();
+    // The real tool, too: no nested user namespace, no remount of a locked mount. Each
+    // command's status is checked (not only the last one's), and the task itself ran.
+    let script = "unshare -Ur id; echo user=$?; unshare -Urm true; echo mount=$?; echo done";
+    let out = s.paddock().args(["run", "--", "sh", "-c", script]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_each_failed(&out, &["user", "mount"]);
+}
+
+/// Asserts the task printed `NAME=STATUS` for each of `names` with a status other than 0,
+/// and reached its final `done`.
+#[track_caller]
+pub fn assert_each_failed(out: &std::process::Output, names: &[&str]) {
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("rc=") && !text.contains("rc=0"), "{out:?}");
+    assert!(text.lines().any(|l| l == "done"), "the task did not finish: {out:?}");
+    for name in names {
+        let status = text.lines().find_map(|l| l.strip_prefix(&format!("{name}=")));
+        let status = status.unwrap_or_else(|| panic!("no status for {name}: {out:?}"));
+        assert_ne!(status, "0", "{name} succeeded in the sandbox: {out:?}");
+    }
 }
 
 #[test]
@@ -161,11 +172,23 @@ fn the_session_keyring_is_out_of_reach_prc07() {
         )
     };
     if key < 0 {
-        eprintln!(
-            "NOTE: the runner cannot add a session key here ({}); asserting the refusals only",
-            std::io::Error::last_os_error()
+        skip(
+            format!(
+                "the runner cannot add a session key here ({})",
+                std::io::Error::last_os_error()
+            ),
+            None,
         );
+        return;
     }
+    if !require_tool("/usr/bin/keyctl", "reading the keyring from a shell (keyutils)") {
+        // SAFETY: KEYCTL_INVALIDATE (21) of the key we added.
+        unsafe { libc::syscall(libc::SYS_keyctl, 21, key) };
+        return;
+    }
+    // The control: outside the sandbox, the same command prints the canary.
+    let print = "keyctl print %user:paddock_e2e_canary";
+    let host = std::process::Command::new("sh").args(["-c", print]).output().unwrap();
     let (o, out) = s.probe(
         &[],
         &["keyctl", "syscall:keyctl", "syscall:add_key", "syscall:request_key", "file:/proc/keys"],
@@ -174,17 +197,15 @@ fn the_session_keyring_is_out_of_reach_prc07() {
     for call in ["keyctl", "add_key", "request_key"] {
         assert_denied(&o, "syscall", call, &[EPERM]);
     }
-    let shell = s
-        .paddock()
-        .args(["run", "--", "sh", "-c", "keyctl show @s; keyctl print %user:paddock_e2e_canary"])
-        .output()
-        .unwrap();
-    if key >= 0 {
-        // SAFETY: KEYCTL_INVALIDATE (21) of the key we added.
-        unsafe { libc::syscall(libc::SYS_keyctl, 21, key) };
-    }
+    let script = format!("keyctl show @s; echo show=$?; {print}; echo print=$?; echo done");
+    let shell = s.paddock().args(["run", "--", "sh", "-c", &script]).output().unwrap();
+    // SAFETY: KEYCTL_INVALIDATE (21) of the key we added.
+    unsafe { libc::syscall(libc::SYS_keyctl, 21, key) };
+    assert!(String::from_utf8_lossy(&host.stdout).contains(CANARY), "control: {host:?}");
     assert!(!String::from_utf8_lossy(&out.stdout).contains(CANARY));
     assert!(!String::from_utf8_lossy(&shell.stdout).contains(CANARY), "{shell:?}");
+    assert_eq!(shell.status.code(), Some(0), "{shell:?}");
+    assert_each_failed(&shell, &["show", "print"]);
 }
 
 #[test]
@@ -202,18 +223,11 @@ fn mount_calls_are_refused_and_root_is_read_only_prc08() {
         assert_denied(&o, "syscall", c, &[EPERM]);
     }
     assert_denied(&o, "write", "/paddock-pwn", &[EROFS, EACCES]);
-    let out = s
-        .paddock()
-        .args([
-            "run",
-            "--",
-            "sh",
-            "-c",
-            "umount -l / ; mount --bind / /mnt; chroot / true; echo rc=$?",
-        ])
-        .output()
-        .unwrap();
-    assert!(!String::from_utf8_lossy(&out.stdout).contains("rc=0"), "{out:?}");
+    let script = "umount -l / ; echo umount=$?; mount --bind / /mnt; echo mount=$?; \
+                  chroot / true; echo chroot=$?; echo done";
+    let out = s.paddock().args(["run", "--", "sh", "-c", script]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_each_failed(&out, &["umount", "mount", "chroot"]);
     assert!(!std::path::Path::new("/paddock-pwn").exists());
 }
 
@@ -375,7 +389,7 @@ fn a_filter_that_cannot_load_fails_closed_sec08() {
 
 /// Runs `command` (a shell line) inside `script`, a real terminal, followed by a read of
 /// whatever was queued on it (G4). Returns everything the terminal showed.
-fn in_terminal(s: &Scratch, command: &str) -> String {
+pub(crate) fn in_terminal(s: &Scratch, command: &str) -> String {
     let line = format!("{command}; read -t1 L && echo LEAK:$L");
     let mut child = Command::new("script")
         .args(["-qec", &line, "/dev/null"])
@@ -399,7 +413,7 @@ fn in_terminal(s: &Scratch, command: &str) -> String {
     text
 }
 
-fn quote(p: &std::path::Path) -> String {
+pub(crate) fn quote(p: &std::path::Path) -> String {
     format!("'{}'", p.display())
 }
 
@@ -408,10 +422,7 @@ fn tiocsti_cannot_inject_into_the_callers_terminal_tty01_tty03() {
     if !require_os_sandbox() {
         return;
     }
-    if !std::path::Path::new("/usr/bin/script").exists() {
-        let why = "script (util-linux) is missing";
-        assert!(std::env::var_os("CI").is_none(), "{why}");
-        eprintln!("SKIPPED: {why}");
+    if !require_tool("/usr/bin/script", "a terminal for the task (util-linux)") {
         return;
     }
     let s = Scratch::new("tty01");

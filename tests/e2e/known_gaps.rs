@@ -1,6 +1,9 @@
 //! The known-gaps table: hostile cases of `security-cases.md` the design cannot contain yet.
-//! Each row's test asserts today's behaviour and prints the gap on every run, so the fix
-//! turns it red and the row is removed.
+//! Each row's test asserts today's behaviour and prints the gap on every run (`gap("ID")`),
+//! so the fix turns it red and the row is removed. The table checks itself: a row without a
+//! test calling `gap` with its id, or a call naming no row, fails
+//! `every_gap_has_its_test_and_every_test_its_row`. Gaps asserted elsewhere in the suite
+//! (NET-11, UNX-01b) call `crate::known_gaps::gap` from their own tests.
 
 use crate::harness::*;
 
@@ -38,6 +41,17 @@ pub const GAPS: &[(&str, &str)] = &[
     ),
     ("TTY-05", "no task pseudo-terminal: `allow.pty = true` is refused with exit 125"),
     (
+        "NET-11",
+        "the bridge socket is not the only unix socket the task sees: host sockets under \
+         readable paths are listed (not connectable: socket(AF_UNIX) is refused)",
+    ),
+    (
+        "UNX-01b",
+        "under strace --seccomp-bpf (auto without the observers), socket(AF_UNIX) refused by the \
+         filter is enforced but not itemized: the kernel ranks SECCOMP_RET_ERRNO above \
+         SECCOMP_RET_TRACE",
+    ),
+    (
         "UNX-03c",
         "--network on shares the host network namespace, so with unix sockets allowed a task \
          reaches the host's abstract unix sockets (X11, dbus, containerd)",
@@ -46,7 +60,7 @@ pub const GAPS: &[(&str, &str)] = &[
 
 /// Prints the row of `id` and returns it. Written to the stderr handle directly, not with
 /// `eprintln!`, so that the test harness does not capture it: a gap shows on every run.
-fn gap(id: &str) -> &'static str {
+pub(crate) fn gap(id: &str) -> &'static str {
     use std::io::Write;
     let (_, reason) = GAPS.iter().find(|(g, _)| *g == id).unwrap();
     let _ = writeln!(std::io::stderr(), "KNOWN GAP {id}: {reason}");
@@ -157,8 +171,53 @@ fn tty04_tioclinux_is_refused_by_the_filter() {
     }
     gap("TTY-04");
     let s = Scratch::new("tty04");
-    let (o, _) = s.probe(&[], &["tioclinux"]);
+    let (o, _) = s.probe(&[], &["tioclinux", "file:/dev/tty0", "file:/dev/console"]);
     assert_denied(&o, "tioclinux", "", &[EPERM]);
+    // Today: no virtual console in the sandbox to test TIOCLINUX against (the gap); giving
+    // the task one, to test end to end, turns this red.
+    assert_denied(&o, "file", "/dev/tty0", &[ENOENT]);
+    assert_denied(&o, "file", "/dev/console", &[ENOENT]);
+}
+
+/// The suite's sources, where tests call [`gap`].
+const SOURCES: &[(&str, &str)] = &[
+    ("known_gaps.rs", include_str!("known_gaps.rs")),
+    ("network.rs", include_str!("network.rs")),
+    ("violations.rs", include_str!("violations.rs")),
+];
+
+/// The ids passed to `gap` inside `#[test]` functions of `text` (a test ends at the first
+/// `}` in column 0).
+fn gap_calls_in_tests(text: &str) -> Vec<&str> {
+    let mut ids = Vec::new();
+    for chunk in text.split("#[test]").skip(1) {
+        let body = &chunk[..chunk.find("\n}\n").unwrap_or(chunk.len())];
+        for call in body.split("gap(\"").skip(1) {
+            ids.extend(call.split('"').next());
+        }
+    }
+    ids
+}
+
+#[test]
+fn every_gap_has_its_test_and_every_test_its_row() {
+    let calls: Vec<(&str, &str)> = SOURCES
+        .iter()
+        .flat_map(|(file, text)| gap_calls_in_tests(text).into_iter().map(move |id| (*file, id)))
+        .collect();
+    for (id, _) in GAPS {
+        assert!(
+            calls.iter().any(|(_, called)| called == id),
+            "the known gap {id} has no test: a row needs a test that calls gap({id:?})"
+        );
+    }
+    for (file, id) in &calls {
+        assert!(GAPS.iter().any(|(row, _)| row == id), "{file}: gap({id:?}) names no row");
+    }
+    // Every row once: one test asserts it.
+    for (id, _) in GAPS {
+        assert_eq!(GAPS.iter().filter(|(row, _)| row == id).count(), 1, "{id} twice");
+    }
 }
 
 #[test]

@@ -76,14 +76,12 @@ fn untraced_runs_are_supervised_without_libc_when_it_is_installed() {
     if !beside.exists() {
         // The unprivileged runs stage `paddock` alone.
         assert!(!untraced.ends_with("-nolibc"), "{untraced}");
-        assert!(
-            std::env::var_os("PADDOCK_BIN").is_some()
-                || std::env::var("CI").as_deref() != Ok("true"),
-            "CI builds paddock-supervisor-nolibc next to {}",
-            paddock_bin().display()
-        );
-        println!(
-            "SKIPPED: paddock-supervisor-nolibc is not next to paddock; untraced runs use paddock-supervisor"
+        skip(
+            format!(
+                "paddock-supervisor-nolibc is not next to {} (cargo build -p paddock); untraced runs use paddock-supervisor",
+                paddock_bin().display()
+            ),
+            Some(Fact::Unprivileged),
         );
         return;
     }
@@ -101,17 +99,116 @@ fn untraced_runs_are_supervised_without_libc_when_it_is_installed() {
     assert!(text.contains("environ=refused"), "{text}");
     let ids: Vec<&str> = text.lines().last().unwrap_or_default().split_whitespace().collect();
     assert!(ids.len() == 2 && ids[0] == ids[1] && ids[0] != "1", "own process group: {text}");
-    // A polite signal to paddock reaches the task (130 = its own death by SIGINT; a kill of
-    // the sandbox would be 137).
+    // A polite signal to paddock reaches the task (128 + N = its own death by it; a kill of
+    // the sandbox would be 137). SIGINT, unless this test was started with it ignored
+    // (`nohup ... &`): paddock, like the task, then keeps ignoring it.
+    let sig = polite_signal_not_ignored();
     let marker = format!("{}", 800_000 + std::process::id() % 1000);
     let mut child = run_itemized(&s, Some("off")).args(["--", "sleep", &marker]).spawn().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(20);
     while processes_with(&format!("sleep\0{marker}")).is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(20));
     }
     // SAFETY: kill on our own child's pid.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    assert_eq!(child.wait().unwrap().code(), Some(130));
+    unsafe { libc::kill(child.id() as i32, sig) };
+    let status = wait_within(&mut child, Duration::from_secs(60));
+    assert_eq!(status.and_then(|s| s.code()), Some(128 + sig), "signal {sig}");
+}
+
+/// A child killed when the test ends early: a failed assertion must not leave a paddock
+/// waiting behind it (holding the test's output open).
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// SIGINT, or SIGTERM when this process inherited SIGINT ignored (a job started with
+/// `nohup ... &`): a signal paddock, started from here, catches and relays.
+fn polite_signal_not_ignored() -> i32 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let ignored = status_field(&status, "SigIgn").and_then(|m| u64::from_str_radix(m, 16).ok());
+    let ignored = ignored.unwrap();
+    [libc::SIGINT, libc::SIGTERM]
+        .into_iter()
+        .find(|sig| ignored & (1 << (sig - 1)) == 0)
+        .expect("SIGINT and SIGTERM both ignored: no polite signal to test with")
+}
+
+/// The child's exit status once it has exited, polled until `limit` (then killed: `None`).
+fn wait_within(
+    child: &mut std::process::Child,
+    limit: Duration,
+) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_hang_up_ignored_when_paddock_starts_stays_ignored_for_it_and_the_task() {
+    // `nohup paddock run -- ...`: SIGHUP is ignored when paddock starts. paddock must not
+    // catch it (a caught hang-up is relayed, then the sandbox killed after the grace, at once
+    // on a second one), and the task inherits it ignored.
+    if !require_os_sandbox() {
+        return;
+    }
+    let s = Scratch::new("nohup");
+    let hup = 1u64 << (libc::SIGHUP - 1);
+    let script = "grep SigIgn /proc/self/status > ign; : > ready; \
+                  while [ ! -e go ]; do sleep 0.02; done; echo survived";
+    for itemize in [None, Some("off"), Some("observe")] {
+        for f in ["ign", "ready", "go"] {
+            let _ = std::fs::remove_file(s.project.join(f));
+        }
+        let mut cmd = run_itemized(&s, itemize);
+        // SAFETY: signal(2) between fork and exec, async-signal-safe.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+                libc::signal(libc::SIGHUP, libc::SIG_IGN);
+                Ok(())
+            });
+        }
+        cmd.args(["--", "sh", "-c", script]).stdout(std::process::Stdio::piped());
+        let mut child = KillOnDrop(cmd.spawn().unwrap());
+        let child = &mut child.0;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !s.project.join("ready").exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(s.project.join("ready").exists(), "the task never started ({itemize:?})");
+        // paddock is running the task now: it ignores the hang-up and catches none.
+        let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+        let mask = |key| u64::from_str_radix(status_field(&status, key).unwrap(), 16).unwrap();
+        assert_eq!(mask("SigCgt") & hup, 0, "paddock catches SIGHUP ({itemize:?})");
+        assert_ne!(mask("SigIgn") & hup, 0, "paddock does not ignore SIGHUP ({itemize:?})");
+        // Two hang-ups: a caught second one would kill the sandbox at once.
+        for _ in 0..2 {
+            // SAFETY: kill on our own child's pid.
+            unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
+        }
+        std::fs::write(s.project.join("go"), "").unwrap();
+        let status = wait_within(child, Duration::from_secs(60));
+        let mut stdout = String::new();
+        std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut stdout).unwrap();
+        assert_eq!(status.and_then(|s| s.code()), Some(0), "{itemize:?}: {stdout}");
+        assert!(stdout.contains("survived"), "{itemize:?}: {stdout}");
+        let ign = std::fs::read_to_string(s.project.join("ign")).unwrap();
+        let task = u64::from_str_radix(status_field(&ign, "SigIgn").unwrap(), 16).unwrap();
+        assert_ne!(task & hup, 0, "the task does not ignore SIGHUP ({itemize:?}): {ign}");
+    }
 }
 
 #[test]
@@ -212,6 +309,21 @@ fn processes_with(argv: &str) -> Vec<u32> {
     out
 }
 
+/// Whether no process's command line starts with `argv` any more, polled until `limit`:
+/// the kernel tears a pid namespace down asynchronously, so "gone" is awaited, not slept for.
+fn gone_within(argv: &str, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if processes_with(argv).is_empty() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn daemons_do_not_survive_the_task_prc04() {
     if !require_os_sandbox() {
@@ -225,9 +337,8 @@ fn daemons_do_not_survive_the_task_prc04() {
     for itemize in MODES {
         let out = run_itemized(&s, itemize).args(["--", "sh", "-c", &script]).output().unwrap();
         assert_eq!(out.status.code(), Some(0), "{out:?}");
-        std::thread::sleep(Duration::from_secs(2));
         assert!(
-            processes_with(&format!("sleep\0{marker}")).is_empty(),
+            gone_within(&format!("sleep\0{marker}"), Duration::from_secs(10)),
             "a task process outlived paddock ({itemize:?})"
         );
     }
@@ -249,9 +360,8 @@ fn kill_9_of_paddock_takes_the_sandbox_with_it() {
         assert!(!processes_with(&format!("sleep\0{marker}")).is_empty(), "never started");
         child.kill().unwrap();
         child.wait().unwrap();
-        std::thread::sleep(Duration::from_secs(2));
         assert!(
-            processes_with(&format!("sleep\0{marker}")).is_empty(),
+            gone_within(&format!("sleep\0{marker}"), Duration::from_secs(10)),
             "the task outlived a kill -9 of paddock ({itemize:?})"
         );
     }
@@ -259,17 +369,27 @@ fn kill_9_of_paddock_takes_the_sandbox_with_it() {
 
 #[test]
 fn host_processes_are_invisible_prc01() {
+    // The task runs (exit 0), does not see a host process in its /proc, and cannot signal
+    // it. (It passed on any failure of paddock before: a sandbox that did not start
+    // "protected" the host too.)
     if !require_os_sandbox() {
         return;
     }
     let s = Scratch::new("prc01");
-    let me = std::process::id();
-    let out = s
-        .paddock()
-        .args(["run", "--", "sh", "-c", &format!("kill -9 {me}; echo rc=$?")])
-        .output()
-        .unwrap();
-    assert!(String::from_utf8_lossy(&out.stdout).contains("rc=1") || !out.status.success());
+    let mut victim = std::process::Command::new("sleep").arg("120").spawn().unwrap();
+    let pid = victim.id();
+    let script = format!(
+        "if [ -e /proc/{pid} ]; then echo visible; else echo absent; fi; kill -9 {pid}; echo rc=$?"
+    );
+    let out = s.paddock().args(["run", "--", "sh", "-c", &script]).output().unwrap();
+    let alive = victim.try_wait().unwrap().is_none();
+    let _ = victim.kill();
+    let _ = victim.wait();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(stdout.contains("absent"), "the host pid {pid} is in the task's /proc: {stdout}");
+    assert!(stdout.contains("rc=1"), "kill -9 of a host pid did not fail: {stdout}");
+    assert!(alive, "the task killed a host process");
 }
 
 #[test]

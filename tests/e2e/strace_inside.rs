@@ -13,7 +13,7 @@ use crate::harness::*;
 pub fn signal_scoping() -> bool {
     let scoped = landlock_scopes_signals();
     if !scoped {
-        eprintln!("SKIPPED: Landlock cannot scope signals here; strace runs around bwrap");
+        skip("Landlock cannot scope signals here (ABI < 6); strace runs around bwrap", None);
     }
     scoped
 }
@@ -119,7 +119,7 @@ fn strace_that_cannot_start_inside_gives_way_to_strace_around_bwrap_once() {
         return;
     }
     let Some(lib) = strace_library() else {
-        eprintln!("SKIPPED: strace's libunwind-ptrace is not where this test looks");
+        skip("strace's libunwind-ptrace is not where this test looks", None);
         return;
     };
     // A policy that hides one of strace's libraries: strace cannot load inside the sandbox,

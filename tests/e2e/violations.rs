@@ -124,9 +124,7 @@ fn unix_socket_and_network_denials_are_reported() {
     if seccomp_bpf() {
         // A known gap of `--seccomp-bpf`: the refusal is enforced, not itemized. Turns red
         // once it is itemized.
-        eprintln!(
-            "KNOWN GAP: strace --seccomp-bpf does not see socket(AF_UNIX) refused by the filter"
-        );
+        crate::known_gaps::gap("UNX-01b");
         assert!(
             !violations(&report).iter().any(|v| v["kind"] == "unix-socket"),
             "itemized now: update this test and the known gap {report:#}"

@@ -13,6 +13,9 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
+use paddock_test_support::Fact;
+
+use crate::skips::Pass;
 use crate::{E2E_ITEMIZE, cargo, is_root, run, target_dir};
 
 /// The unprivileged runs' user.
@@ -32,6 +35,23 @@ pub struct SuiteRun {
     /// With `/dev/fuse` hidden (by an unreadable file: only for the unprivileged user), so
     /// that `--itemize auto` falls back to strace with `--seccomp-bpf`.
     pub hide_fuse: bool,
+}
+
+impl SuiteRun {
+    /// What this run sets up on purpose, which its tests may skip for (see `skips.rs`).
+    fn facts(&self) -> Vec<Fact> {
+        let mut facts = Vec::new();
+        if self.hide_strace {
+            facts.push(Fact::StraceHidden);
+        }
+        if self.hide_fuse {
+            facts.push(Fact::FuseHidden);
+        }
+        if self.unprivileged {
+            facts.push(Fact::Unprivileged);
+        }
+        facts
+    }
 }
 
 /// What CI runs after `cargo test --workspace` (which runs the suite as root, observing).
@@ -109,19 +129,20 @@ pub fn matrix(root: &Path, runs: &[SuiteRun]) -> Result<()> {
     // `XTASK_E2E_ONLY=unprivileged` (say) runs only the runs whose name contains it.
     let only = std::env::var("XTASK_E2E_ONLY").ok();
     for r in runs.iter().filter(|r| only.as_deref().is_none_or(|o| r.name.contains(o))) {
+        let mut pass = Pass::new(&crate::skip_log_dir(), &format!("e2e: {}", r.name), &r.facts())?;
         if (r.unprivileged || r.hide_strace || r.hide_fuse) && !is_root() {
-            eprintln!(
-                "xtask: skipping the e2e run \"{}\": it needs root (a test user, a mount namespace)",
-                r.name
-            );
+            pass.skip(
+                &format!("the e2e run \"{}\"", r.name),
+                "it needs root (a test user, a mount namespace)",
+                None,
+            )?;
+            pass.finish()?;
             continue;
         }
         eprintln!("xtask: e2e run \"{}\"", r.name);
         let mut argv: Vec<String> = Vec::new();
-        let mut env: Vec<(String, String)> = vec![
-            (E2E_ITEMIZE.to_owned(), r.itemize.to_owned()),
-            ("CI".to_owned(), std::env::var("CI").unwrap_or_default()),
-        ];
+        let mut env: Vec<(String, String)> = vec![(E2E_ITEMIZE.to_owned(), r.itemize.to_owned())];
+        env.extend(pass.env());
         let test_binary = if r.unprivileged {
             let stage = match &staged {
                 Some(s) => s.clone(),
@@ -191,6 +212,7 @@ pub fn matrix(root: &Path, runs: &[SuiteRun]) -> Result<()> {
         // Not under /tmp: every task gets a private /tmp, where the probe would be invisible.
         cmd.current_dir(if r.unprivileged { PathBuf::from("/tmp") } else { root.join("tests") });
         run(&mut cmd).with_context(|| format!("the e2e run \"{}\" failed", r.name))?;
+        pass.finish()?;
     }
     if let Some(stage) = staged {
         let _ = std::fs::remove_dir_all(stage);

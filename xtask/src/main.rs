@@ -24,12 +24,16 @@
 mod bench;
 mod e2e;
 mod fuzz;
+mod skips;
 mod tidy;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
+use paddock_test_support::Fact;
+
+use crate::skips::Pass;
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -190,8 +194,19 @@ fn cargo() -> Command {
     Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
 }
 
+/// Where each pass's skip log is written (readable by the unprivileged runs' user).
+pub fn skip_log_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("paddock-xtask-skips-{}", std::process::id()))
+}
+
 fn ci(root: &Path) -> Result<()> {
     let started = std::time::Instant::now();
+    // Under `cargo xtask ci` every test is required, wherever it is started from: a test
+    // that cannot run fails unless its pass names what stops it (see `skips.rs`).
+    if !paddock_test_support::required() {
+        // SAFETY: single-threaded here; nothing reads the environment concurrently.
+        unsafe { std::env::set_var(paddock_test_support::CI_ENV, "true") };
+    }
     run(cargo().args(["fmt", "--all", "--", "--check"]))?;
     tidy::check(root)?;
     purity()?;
@@ -202,12 +217,24 @@ fn ci(root: &Path) -> Result<()> {
     // tests with it a second time.
     nolibc_supervisor(false);
     // Every test, with the e2e suite itemizing through the observers (strace is present).
-    run(cargo().args(["test", "--workspace", "--no-fail-fast"]).env(E2E_ITEMIZE, "observe"))?;
-    darwin_check()?;
+    let mut facts = Vec::new();
+    if !skips::strace_corpus(root).is_dir() {
+        facts.push(Fact::StraceCorpusAbsent);
+    }
+    let pass = Pass::new(&skip_log_dir(), "cargo test --workspace", &facts)?;
+    let mut cmd = cargo();
+    cmd.args(["test", "--workspace", "--no-fail-fast"]).env(E2E_ITEMIZE, "observe");
+    pass.apply(&mut cmd);
+    run(&mut cmd)?;
+    pass.finish()?;
+    let mut checks = Pass::new(&skip_log_dir(), "darwin check", &[])?;
+    darwin_check(&mut checks)?;
+    checks.finish()?;
     // Every fuzz target, for a bounded time each (about 2 minutes of building and 60 s of
     // fuzzing per target); `cargo xtask fuzz --seconds 300` is the longer run.
     fuzz::run_all(root, fuzz::DEFAULT_SECONDS, &[])?;
     e2e::matrix(root, &e2e::CI_RUNS)?;
+    let _ = std::fs::remove_dir_all(skip_log_dir());
     eprintln!("xtask ci: all checks passed in {:.0?}", started.elapsed());
     Ok(())
 }
@@ -228,8 +255,9 @@ fn purity() -> Result<()> {
     Ok(())
 }
 
-/// Type-checks the macOS-facing crates for darwin.
-fn darwin_check() -> Result<()> {
+/// Type-checks the macOS-facing crates for darwin, their tests included (`--all-targets`:
+/// tests that `cfg` removes on Linux are at least compiled).
+fn darwin_check(pass: &mut Pass) -> Result<()> {
     let installed = Command::new("rustup").args(["target", "list", "--installed"]).output();
     let have = |t: &str| {
         installed.as_ref().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).lines().any(|l| l == t))
@@ -244,14 +272,17 @@ fn darwin_check() -> Result<()> {
         {
             targets.push(target);
         } else {
-            eprintln!(
-                "xtask: skipping `cargo check --target {target}`: rustup cannot install the target here"
-            );
+            pass.skip(
+                &format!("`cargo check --target {target}`"),
+                "rustup cannot install the target here",
+                None,
+            )?;
         }
     }
     for target in targets {
         run(cargo().args([
             "check",
+            "--all-targets",
             "--target",
             target,
             "-p",

@@ -477,7 +477,7 @@ mod tests {
             .find(|p| Path::new(p).exists())
             .and_then(AbsPathBuf::new_lexical)
         else {
-            println!("SKIPPED: bwrap is not installed");
+            paddock_test_support::skip("bwrap is not installed (apt-get install bubblewrap)", None);
             return;
         };
         let mut pre = Prespawned::start(&bwrap).unwrap();

@@ -435,7 +435,10 @@ mod tests {
         let base = t.join("base");
         let Ok(shm) = std::fs::metadata("/dev/shm") else { return };
         if shm.dev() == std::fs::metadata(&base).unwrap().dev() {
-            eprintln!("skipped: /dev/shm is on the same file system as the temp dir");
+            paddock_test_support::skip(
+                "/dev/shm is on the same file system as the temp dir: no second mount to try",
+                None,
+            );
             return;
         }
         let elsewhere = PathBuf::from(format!("/dev/shm/paddock-spares-{}", std::process::id()));

@@ -419,7 +419,10 @@ extern "C" fn on_signal(sig: libc::c_int) {
 }
 
 /// SIGINT, SIGTERM and SIGHUP turned into bytes on a self-pipe for the run's duration; the
-/// previous handlers come back on drop.
+/// previous handlers come back on drop. A signal ignored when paddock started (`nohup`, a
+/// job started in the background by a shell) stays ignored: by paddock, and so by the task,
+/// which inherits the disposition through every exec (a hang-up must not end a task its user
+/// started with hang-ups ignored).
 struct SignalCatcher {
     read: OwnedFd,
     write: OwnedFd,
@@ -440,14 +443,19 @@ impl SignalCatcher {
         SIGNAL_PIPE.store(write.as_raw_fd(), Ordering::Relaxed);
         let mut old = Vec::new();
         for sig in Self::SIGNALS {
-            // SAFETY: zeroed sigaction structs are valid; the handler is an extern "C" fn
-            // that only calls write.
+            // SAFETY: zeroed sigaction structs are valid; a query (no new action) only writes
+            // `prev`; the handler is an extern "C" fn that only calls write.
             unsafe {
+                let mut prev: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(sig, std::ptr::null(), &mut prev) != 0
+                    || prev.sa_sigaction == libc::SIG_IGN
+                {
+                    continue;
+                }
                 let mut act: libc::sigaction = std::mem::zeroed();
                 act.sa_sigaction = on_signal as *const () as usize;
                 act.sa_flags = libc::SA_RESTART;
                 libc::sigemptyset(&mut act.sa_mask);
-                let mut prev: libc::sigaction = std::mem::zeroed();
                 if libc::sigaction(sig, &act, &mut prev) == 0 {
                     old.push((sig, prev));
                 }

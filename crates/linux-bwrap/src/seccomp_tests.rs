@@ -299,15 +299,13 @@ fn emulate(program: &[u8], arch: u32, nr: u32, args: &[u64; 6]) -> u32 {
     }
 }
 
+// The emulated data layout is x86_64's: elsewhere the test does not exist (rather than pass).
+#[cfg(target_arch = "x86_64")]
 #[test]
 fn the_compiled_filter_answers_every_syscall_number_as_its_rules_say() {
     const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
     const ALLOW: u32 = 0x7fff_0000;
     let errno = |e: i32| 0x0005_0000 | e as u32;
-    if std::env::consts::ARCH != "x86_64" {
-        eprintln!("skipped: the emulated data layout is x86_64's");
-        return;
-    }
     for unix_sockets in [false, true] {
         let opts =
             FilterOptions { unix_sockets, unix_sockets_notified: false, unix_socket_paths: false };

@@ -16,11 +16,12 @@ fn corpus_dir() -> Option<PathBuf> {
     if dir.is_dir() {
         return Some(dir);
     }
-    let msg = format!("strace corpus not found at {}", dir.display());
-    if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
-        panic!("{msg}: the corpus is required under CI");
-    }
-    eprintln!("\n!!!!!!!! SKIPPED: {msg} (set CI=true to make this a failure) !!!!!!!!\n");
+    // The corpus lives beside the repository, not in it: a clone elsewhere has none, and
+    // `xtask` names that a fact of the pass (it looks for the same directory).
+    paddock_test_support::skip(
+        format!("strace corpus not found at {}", dir.display()),
+        Some(paddock_test_support::Fact::StraceCorpusAbsent),
+    );
     None
 }
 

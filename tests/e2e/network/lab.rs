@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 
-use crate::harness::{Scratch, require_os_sandbox};
+use crate::harness::{Scratch, require_os_sandbox, require_root, skip};
 
 /// A DNS zone for a [`Lab`]: a name (or `*.name`, the name and every name under it) and its
 /// addresses. Other names are NXDOMAIN.
@@ -40,11 +40,11 @@ impl Lab {
         if !require_os_sandbox() {
             return;
         }
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            eprintln!("SKIPPED: a lab (own network and /etc/resolv.conf) needs root");
+        if !require_root("a lab (own network and /etc/resolv.conf)") {
             return;
         }
+        // The lab runs on a thread of its own, named after the test for its skips.
+        let test = paddock_test_support::current_test();
         let files = [
             ("resolv.conf", "nameserver 127.0.0.1\noptions timeout:2 attempts:2\n".to_owned()),
             ("hosts", "127.0.0.1 localhost\n::1 localhost\n".to_owned()),
@@ -54,16 +54,18 @@ impl Lab {
             std::fs::write(s.root.join(name), text).unwrap();
         }
         std::thread::scope(|scope| {
-            scope
-                .spawn(|| {
+            std::thread::Builder::new()
+                .name(test)
+                .spawn_scoped(scope, || {
                     if let Err(why) = Lab::enter(s, addrs) {
-                        eprintln!("SKIPPED: cannot set up a lab: {why}");
+                        skip(format!("cannot set up a lab: {why}"), None);
                         return;
                     }
                     let lab = Lab { queries: Arc::default() };
                     lab.serve_dns(zone);
                     body(&lab);
                 })
+                .expect("a thread for the lab")
                 .join()
                 .unwrap_or_else(|e| std::panic::resume_unwind(e));
         });

@@ -6,7 +6,6 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::{TcpListener, TcpStream};
-use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -61,8 +60,7 @@ fn net03_refused_names_are_never_looked_up() {
 
         // SOCKS5 with a domain (remote DNS): a failure reply for the refused name, success
         // for the granted one, and still no lookup of the refused name.
-        if !Path::new("/usr/bin/python3").exists() {
-            eprintln!("SKIPPED: NET-03's SOCKS5 client is python3");
+        if !require_tool("/usr/bin/python3", "NET-03's SOCKS5 client") {
             return;
         }
         let socks = format!(
@@ -136,8 +134,7 @@ fn net18_a_port_grant_is_loopback_only_private_and_for_its_own_task() {
     // NET-18 beyond the granted port answering: the host end is not on the LAN address, a
     // server the task binds on every interface stays unreachable, the bridge socket is
     // 0600, and another task reaches the port neither directly nor through its proxy.
-    if !Path::new("/usr/bin/python3").exists() {
-        eprintln!("SKIPPED: NET-18's all-interfaces server is python3 -m http.server");
+    if !require_tool("/usr/bin/python3", "NET-18's all-interfaces server") {
         return;
     }
     let s = Scratch::new("net-18");
@@ -206,8 +203,7 @@ fn curl_through_paddock_reaches_a_granted_name_and_not_another() {
     // handling (lowercase `http_proxy`, CONNECT with -p) and the host's proxy variables
     // pointing nowhere: the task gets paddock's proxy, never the host's.
     const CURL: &str = "/usr/bin/curl";
-    if !Path::new(CURL).exists() {
-        eprintln!("SKIPPED: {CURL} is not installed");
+    if !require_tool(CURL, "this test") {
         return;
     }
     let s = Scratch::new("net-curl");
@@ -252,8 +248,7 @@ fn net10_https_through_paddock_and_a_fronted_server_name_is_cut() {
     // curl --connect-to) is cut, reported, and its reason said.
     const CURL: &str = "/usr/bin/curl";
     const OPENSSL: &str = "/usr/bin/openssl";
-    if !Path::new(CURL).exists() || !Path::new(OPENSSL).exists() {
-        eprintln!("SKIPPED: NET-10 needs {CURL} and {OPENSSL}");
+    if !require_tool(CURL, "NET-10") || !require_tool(OPENSSL, "NET-10") {
         return;
     }
     let s = Scratch::new("net-10");
@@ -316,8 +311,7 @@ fn a_static_paddock_resolves_through_files_and_dns_whatever_nsswitch_adds() {
     // service that cannot load first, and stops there when it is unavailable: a dynamic
     // paddock's proxy then resolves nothing, a static one still reaches the lab's name.
     const CURL: &str = "/usr/bin/curl";
-    if !Path::new(CURL).exists() {
-        eprintln!("SKIPPED: {CURL} is not installed");
+    if !require_tool(CURL, "this test") {
         return;
     }
     let head = std::fs::read(paddock_bin()).unwrap_or_default();
