@@ -23,6 +23,9 @@ mod hostile_proc;
 mod learn;
 mod network;
 mod process;
+/// The container matrix's host conditions (`cargo xtask matrix`).
+#[cfg(target_os = "linux")]
+mod scenario;
 #[cfg(target_os = "linux")]
 mod strace_inside;
 mod trace_failures;

@@ -18,6 +18,7 @@
 #![allow(clippy::disallowed_methods)]
 
 mod bench;
+mod container;
 mod e2e;
 mod tidy;
 
@@ -33,7 +34,11 @@ fn main() -> Result<()> {
     match args.first().map(String::as_str) {
         Some("ci") => ci(&root),
         Some("tidy") => tidy::check(&root),
+        Some("test-linux") if args.len() > 1 => container::test_linux_container(&root, &args[1..]),
         Some("test-linux") => test_linux(&root),
+        Some("matrix") => container::matrix(&root, &args[1..]),
+        // The built-in container runner's pid 1 (see container/init.rs).
+        Some("__container-init") => container::init::main(&args[1..]),
         Some("test-macos") => test_macos(),
         Some("demo") => demo(&root, &args[1..]),
         Some("build") => {
@@ -42,7 +47,7 @@ fn main() -> Result<()> {
         Some("bench") => bench::run_bench(&root, args.get(1).map(String::as_str)),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci|build|demo|tidy|test-linux|test-macos|bench spawn|trace|bridge>"
+                "usage: cargo xtask <ci|build|demo|tidy|test-linux [--container IMAGE [--scenario NAME]]|matrix [--fast]|test-macos|bench spawn|trace|bridge>"
             );
             std::process::exit(2)
         }
@@ -200,6 +205,14 @@ fn ci(root: &Path) -> Result<()> {
     darwin_check()?;
     fuzz_check(root)?;
     e2e::matrix(root, &e2e::CI_RUNS)?;
+    // Other distributions and host conditions, in containers (root only: mounts, namespaces).
+    if is_root() {
+        container::matrix(root, &["--fast".to_owned()])?;
+    } else if std::env::var_os("CI").is_some_and(|v| v == "true" || v == "1") {
+        bail!("the container matrix needs root; CI runs as root");
+    } else {
+        eprintln!("xtask: skipping `cargo xtask matrix --fast`: the container runs need root");
+    }
     eprintln!("xtask ci: all checks passed in {:.0?}", started.elapsed());
     Ok(())
 }
