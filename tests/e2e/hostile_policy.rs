@@ -439,7 +439,10 @@ fn helpers_whose_owner_is_hidden_are_refused_with_the_reason() {
     let text =
         format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     if text.contains("unshare failed") || text.contains("unshare: ") {
-        skip(format!("`unshare --user` is not allowed here: {text}"), None);
+        skip(
+            format!("`unshare --user` is not allowed here: {text}"),
+            Some(Fact::UsernsUnavailable),
+        );
         return;
     }
     assert_ne!(out.status.code(), Some(0), "check passed with unmapped helpers: {text}");
@@ -540,6 +543,20 @@ fn no_user_namespaces_exits_125_and_runs_nothing_pol12b() {
     }
     let s = Scratch::new("pol12b");
     let ran = s.project.join("RAN");
+    let userns = std::process::Command::new(host_bwrap())
+        .args(["--unshare-user", "--dev-bind", "/", "/", "--", "true"])
+        .output()
+        .unwrap();
+    if !userns.status.success() {
+        skip(
+            format!(
+                "this test makes its own user namespace, and none can be made here: {}",
+                String::from_utf8_lossy(&userns.stderr).trim()
+            ),
+            Some(Fact::UsernsUnavailable),
+        );
+        return;
+    }
     // A user namespace in which no further user namespace may be made.
     let out = std::process::Command::new(host_bwrap())
         .args(["--unshare-user", "--disable-userns", "--dev-bind", "/", "/", "--"])

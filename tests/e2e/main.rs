@@ -30,6 +30,9 @@ mod learn;
 mod nested_walls;
 mod network;
 mod process;
+/// The container matrix's host conditions (`cargo xtask matrix`).
+#[cfg(target_os = "linux")]
+mod scenario;
 #[cfg(target_os = "linux")]
 mod strace_inside;
 mod trace_failures;

@@ -13,7 +13,10 @@ use crate::harness::*;
 pub fn signal_scoping() -> bool {
     let scoped = landlock_scopes_signals();
     if !scoped {
-        skip("Landlock cannot scope signals here (ABI < 6); strace runs around bwrap", None);
+        skip(
+            "Landlock cannot scope signals here (ABI < 6); strace runs around bwrap",
+            Some(Fact::LandlockUnavailable),
+        );
     }
     scoped
 }

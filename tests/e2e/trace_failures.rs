@@ -146,7 +146,10 @@ fn a_pid_namespace_showing_the_hosts_proc_does_not_hang_a_traced_run() {
         return;
     }
     if !nested_namespaces() {
-        skip("nested user and pid namespaces are not available here", None);
+        skip(
+            "nested user and pid namespaces are not available here",
+            Some(Fact::UsernsUnavailable),
+        );
         return;
     }
     let script = format!(

@@ -221,9 +221,17 @@ pub fn matrix(root: &Path, runs: &[SuiteRun]) -> Result<()> {
 }
 
 /// The e2e test binary cargo built.
-fn suite_binary() -> Result<PathBuf> {
+pub fn suite_binary() -> Result<PathBuf> {
+    suite_binary_with(&[], &[])
+}
+
+/// The e2e test binary cargo built with more arguments and environment (another target, a
+/// static link).
+pub fn suite_binary_with(args: &[&str], env: &[(String, String)]) -> Result<PathBuf> {
     let out = cargo()
         .args(["test", "-p", "paddock-tests", "--test", "e2e", "--no-run", "--message-format=json"])
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .output()?;
     if !out.status.success() {
         bail!("building the e2e suite failed:\n{}", String::from_utf8_lossy(&out.stderr));

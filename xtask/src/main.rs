@@ -22,6 +22,7 @@
 #![allow(clippy::disallowed_methods)]
 
 mod bench;
+mod container;
 mod e2e;
 mod fuzz;
 mod skips;
@@ -42,7 +43,11 @@ fn main() -> Result<()> {
     match args.first().map(String::as_str) {
         Some("ci") => ci(&root),
         Some("tidy") => tidy::check(&root),
+        Some("test-linux") if args.len() > 1 => container::test_linux_container(&root, &args[1..]),
         Some("test-linux") => test_linux(&root),
+        Some("matrix") => container::matrix(&root, &args[1..]),
+        // The built-in container runner's pid 1 (see container/init.rs).
+        Some("__container-init") => container::init::main(&args[1..]),
         Some("test-macos") => test_macos(),
         Some("demo") => demo(&root, &args[1..]),
         Some("build") => {
@@ -52,7 +57,7 @@ fn main() -> Result<()> {
         Some("fuzz") => fuzz::fuzz(&root, &args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci|build|demo|tidy|test-linux|test-macos|bench spawn|trace|bridge|scale|fuzz [--seconds N]>"
+                "usage: cargo xtask <ci|build|demo|tidy|test-linux [--container IMAGE [--scenario NAME]]|matrix [--fast]|test-macos|bench spawn|trace|bridge|scale|fuzz [--seconds N]>"
             );
             std::process::exit(2)
         }
@@ -234,6 +239,14 @@ fn ci(root: &Path) -> Result<()> {
     // fuzzing per target); `cargo xtask fuzz --seconds 300` is the longer run.
     fuzz::run_all(root, fuzz::DEFAULT_SECONDS, &[])?;
     e2e::matrix(root, &e2e::CI_RUNS)?;
+    // Other distributions and host conditions, in containers (mounts, namespaces: root).
+    let mut containers = Pass::new(&skip_log_dir(), "container matrix (--fast)", &[])?;
+    if is_root() {
+        container::matrix(root, &["--fast".to_owned()])?;
+    } else {
+        containers.skip("cargo xtask matrix --fast", "the container runs need root", None)?;
+    }
+    containers.finish()?;
     let _ = std::fs::remove_dir_all(skip_log_dir());
     eprintln!("xtask ci: all checks passed in {:.0?}", started.elapsed());
     Ok(())

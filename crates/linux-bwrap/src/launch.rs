@@ -80,6 +80,9 @@ impl Launch {
         // survives execve: the task starts with the default, as std's `Command` gives.
         // SAFETY: signal(2) with a valid signal number and SIG_DFL, async-signal-safe.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+        if !drop_capabilities() {
+            die(EXIT_SUPERVISOR, b"paddock: cannot drop every capability; the task was not run\n");
+        }
         if let Err(e) = seccomp::apply(&self.bpf) {
             let mut msg = format!("paddock: {e}; the task was not run\n").into_bytes();
             msg.truncate(512);
@@ -105,6 +108,34 @@ impl Launch {
         die(EXIT_NOT_FOUND, &msg)
     }
 }
+
+/// Empties the capability bounding set, then the effective, permitted and inheritable sets
+/// (which clears the ambient one), so that the task's `execve` gains no capability even as
+/// uid 0; true when that worked. In a user namespace bwrap (`--cap-drop ALL`) has done it
+/// already and this changes nothing; as root without one bwrap leaves the bounding set
+/// whole, and the plan keeps `CAP_SETPCAP` for this drop (`BwrapOp::CapAddSetpcap`), which
+/// bwrap also puts in the inheritable and ambient sets. Async-signal-safe.
+pub(crate) fn drop_capabilities() -> bool {
+    let mut dropped = true;
+    for cap in 0..64 {
+        // SAFETY: prctl with integer arguments only.
+        let held = unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap, 0, 0, 0) } == 1;
+        // SAFETY: as above.
+        if held && unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } != 0 {
+            dropped = false;
+        }
+    }
+    // The capset header (version 3, this thread) and two all-zero data words.
+    let header: [u32; 2] = [CAPABILITY_VERSION_3, 0];
+    let data = [0u32; 6];
+    // SAFETY: capset reads a valid header and data of version 3's size; lowering is always
+    // allowed.
+    let cleared = unsafe { libc::syscall(libc::SYS_capset, header.as_ptr(), data.as_ptr()) } == 0;
+    dropped && cleared
+}
+
+/// `_LINUX_CAPABILITY_VERSION_3`: 64-bit sets, two data words.
+pub(crate) const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
 
 /// Writes `msg` to stderr and exits with `code`, async-signal-safely.
 pub(crate) fn die(code: i32, msg: &[u8]) -> ! {

@@ -70,6 +70,10 @@ pub enum BwrapOp {
     NewSession,
     /// `--cap-drop ALL`: no capability survives, also when paddock runs as root.
     CapDropAll,
+    /// `--cap-add CAP_SETPCAP`, as root without a user namespace only: bwrap then leaves the
+    /// capability bounding set whole, and the supervisor needs this one capability to empty
+    /// it before the task starts (`launch::drop_capabilities`).
+    CapAddSetpcap,
     /// `--ro-bind SRC DEST`.
     RoBind {
         /// Host path.
@@ -132,6 +136,7 @@ impl BwrapOp {
             BwrapOp::DieWithParent => out.push(s("--die-with-parent")),
             BwrapOp::NewSession => out.push(s("--new-session")),
             BwrapOp::CapDropAll => out.extend([s("--cap-drop"), s("ALL")]),
+            BwrapOp::CapAddSetpcap => out.extend([s("--cap-add"), s("CAP_SETPCAP")]),
             BwrapOp::RoBind { src, dest } => out.extend([s("--ro-bind"), p(src), p(dest)]),
             BwrapOp::RoBindTry { src, dest } => {
                 out.extend([s("--ro-bind-try"), p(src), p(dest)]);

@@ -112,6 +112,24 @@ impl Backend for LinuxBwrap {
                         .to_owned(),
                 )
             })?;
+        // Without user namespaces an unprivileged bwrap can create no namespace at all, so
+        // its fresh /proc fails too: the cause to name is the user namespaces.
+        if !facts.user_namespaces {
+            if facts.uid != 0 {
+                return Err(plan_error(
+                    "user namespaces are not available, and bubblewrap needs them when not run as root; \
+                     enable them (sysctl kernel.unprivileged_userns_clone=1, or \
+                     kernel.apparmor_restrict_unprivileged_userns=0) and run `paddock check`"
+                        .to_owned(),
+                ));
+            }
+            diagnostics.push(
+                "no user namespace: bwrap runs as root without one; nested namespaces are refused by the \
+                 seccomp filter instead of --disable-userns"
+                    .to_owned(),
+            );
+        }
+
         let proc_mode = if facts.fresh_proc {
             ProcMode::Fresh
         } else if policy.weaker_when_nested {
@@ -129,21 +147,6 @@ impl Backend for LinuxBwrap {
                     .to_owned(),
             ));
         };
-        if !facts.user_namespaces {
-            if facts.uid != 0 {
-                return Err(plan_error(
-                    "user namespaces are not available, and bubblewrap needs them when not run as root; \
-                     enable them (sysctl kernel.unprivileged_userns_clone=1, or \
-                     kernel.apparmor_restrict_unprivileged_userns=0) and run `paddock check`"
-                        .to_owned(),
-                ));
-            }
-            diagnostics.push(
-                "no user namespace: bwrap runs as root without one; nested namespaces are refused by the \
-                 seccomp filter instead of --disable-userns"
-                    .to_owned(),
-            );
-        }
 
         let tmp_dir = task.runtime_dir.join("tmp");
         let inputs = MountInputs {
@@ -181,6 +184,9 @@ impl Backend for LinuxBwrap {
             BwrapOp::NewSession,
             BwrapOp::CapDropAll,
         ]);
+        if !facts.user_namespaces {
+            all.push(BwrapOp::CapAddSetpcap);
+        }
         all.extend(mounts);
         // The socket directories: on the fresh /dev, after every other mount.
         all.extend(net.mounts);

@@ -460,6 +460,33 @@ const USERNS_FIX: &str = "enable unprivileged user namespaces: `sudo sysctl -w k
      (Debian), or on Ubuntu 23.10+ `sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`; inside a \
      container, run it with user namespaces allowed (e.g. podman, or docker --security-opt seccomp=unconfined)";
 
+const USERNS_FIX_MAX: &str = "user namespaces are switched off here (user.max_user_namespaces = 0): \
+     `sudo sysctl -w user.max_user_namespaces=15000` (and the same in /etc/sysctl.d/ to keep it)";
+
+const USERNS_FIX_APPARMOR: &str = "AppArmor restricts unprivileged user namespaces here (Ubuntu 23.10+): \
+     `sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`, or an AppArmor profile for bwrap \
+     that allows `userns`";
+
+const USERNS_FIX_DEBIAN: &str = "unprivileged user namespaces are switched off here \
+     (kernel.unprivileged_userns_clone = 0): `sudo sysctl -w kernel.unprivileged_userns_clone=1`";
+
+/// The fix for missing user namespaces: the sysctl that switches them off here, when one
+/// does, else every usual cause.
+fn userns_fix() -> &'static str {
+    let reads = |path: &str, value: &str| {
+        std::fs::read_to_string(path).is_ok_and(|text| text.trim() == value)
+    };
+    if reads("/proc/sys/user/max_user_namespaces", "0") {
+        USERNS_FIX_MAX
+    } else if reads("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", "1") {
+        USERNS_FIX_APPARMOR
+    } else if reads("/proc/sys/kernel/unprivileged_userns_clone", "0") {
+        USERNS_FIX_DEBIAN
+    } else {
+        USERNS_FIX
+    }
+}
+
 fn collect() -> Probe {
     let self_exe = std::env::current_exe().ok();
     let mut facts = HostFacts {
@@ -519,13 +546,13 @@ fn collect() -> Probe {
                 "user-namespaces",
                 Status::Warn,
                 format!("no user namespace ({e}); running as root, bwrap works without one"),
-                Some(USERNS_FIX),
+                Some(userns_fix()),
             ),
             Err(e) => report.push(
                 "user-namespaces",
                 Status::Fail,
                 format!("cannot create a user namespace: {e}"),
-                Some(USERNS_FIX),
+                Some(userns_fix()),
             ),
         }
         let userns_args: &[&str] =
@@ -705,7 +732,7 @@ fn observe_available(facts: &HostFacts) -> Result<(), (String, &'static str)> {
         return Err((
             "the observer is mounted in a user namespace of paddock's own, and user namespaces are unavailable"
                 .to_owned(),
-            USERNS_FIX,
+            userns_fix(),
         ));
     }
     Ok(())

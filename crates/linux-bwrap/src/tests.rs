@@ -337,6 +337,7 @@ fn tmp_granted_network_on_unix_sockets_and_root_without_userns() {
             --die-with-parent
             --new-session
             --cap-drop ALL
+            --cap-add CAP_SETPCAP
             --ro-bind / /
             --dev /dev
             --tmpfs /home/u
@@ -368,6 +369,13 @@ fn refuses_what_it_cannot_enforce() {
     let mut f = facts();
     f.user_namespaces = false;
     assert!(refused(policy(), f).contains("unprivileged_userns_clone"));
+    // Without user namespaces an unprivileged bwrap cannot mount a fresh /proc either: the
+    // refusal names the cause, not the symptom (found by the container matrix, no-userns).
+    let mut f = facts();
+    f.user_namespaces = false;
+    f.fresh_proc = false;
+    let why = refused(policy(), f);
+    assert!(why.contains("user namespaces are not available"), "{why}");
 }
 
 #[test]

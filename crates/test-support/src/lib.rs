@@ -58,12 +58,25 @@ pub enum Fact {
     /// The strace corpus (beside the repository, not in it: `../shared/strace-corpus`) is
     /// not there, as in a clone of the repository alone.
     StraceCorpusAbsent,
+    /// User namespaces cannot be created in this pass (the container matrix's `no-userns`).
+    UsernsUnavailable,
+    /// The kernel answers the Landlock calls with `ENOSYS` in this pass (`no-landlock`).
+    LandlockUnavailable,
+    /// No Rust toolchain where the pass runs (a container image of the matrix).
+    ToolchainAbsent,
 }
 
 impl Fact {
     /// Every fact, for parsing.
-    pub const ALL: [Fact; 4] =
-        [Fact::StraceHidden, Fact::FuseHidden, Fact::Unprivileged, Fact::StraceCorpusAbsent];
+    pub const ALL: [Fact; 7] = [
+        Fact::StraceHidden,
+        Fact::FuseHidden,
+        Fact::Unprivileged,
+        Fact::StraceCorpusAbsent,
+        Fact::UsernsUnavailable,
+        Fact::LandlockUnavailable,
+        Fact::ToolchainAbsent,
+    ];
 
     /// The name a pass lists in [`FACTS_ENV`].
     pub fn name(self) -> &'static str {
@@ -72,6 +85,9 @@ impl Fact {
             Fact::FuseHidden => "fuse-hidden",
             Fact::Unprivileged => "unprivileged",
             Fact::StraceCorpusAbsent => "strace-corpus-absent",
+            Fact::UsernsUnavailable => "userns-unavailable",
+            Fact::LandlockUnavailable => "landlock-unavailable",
+            Fact::ToolchainAbsent => "toolchain-absent",
         }
     }
 

@@ -219,6 +219,9 @@ extern "C" fn child_main(arg: usize) -> ! {
     // Ignored by whoever started bwrap, it would stay ignored across execve; the task starts
     // with the default, as std's `Command` gives.
     sys::set_default(libc::SIGPIPE);
+    if !sys::drop_capabilities() {
+        die(EXIT_SUPERVISOR, &[b"paddock: cannot drop every capability; the task was not run"]);
+    }
     if let Err((what, Errno(e))) = sys::load_filter(c.filter) {
         let mut msg = Message::new();
         let _ = write!(

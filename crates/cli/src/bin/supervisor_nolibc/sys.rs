@@ -164,6 +164,24 @@ pub fn may_exist(path: *const u8) -> bool {
     !matches!(found, Err(Errno(libc::ENOENT | libc::ENOTDIR)))
 }
 
+/// Empties the capability bounding set, then the effective, permitted and inheritable sets
+/// (see `launch::drop_capabilities` in paddock-linux-bwrap, which this mirrors); true when
+/// that worked.
+pub fn drop_capabilities() -> bool {
+    let mut dropped = true;
+    for cap in 0..64usize {
+        let held = prctl(libc::PR_CAPBSET_READ, cap) == Ok(1);
+        if held && prctl(libc::PR_CAPBSET_DROP, cap).is_err() {
+            dropped = false;
+        }
+    }
+    // _LINUX_CAPABILITY_VERSION_3, this thread; two all-zero data words.
+    let header: [u32; 2] = [0x2008_0522, 0];
+    let data = [0u32; 6];
+    let cleared = call!(libc::SYS_capset, header.as_ptr(), data.as_ptr()).is_ok();
+    dropped && cleared
+}
+
 /// Loads the seccomp program `filter` (after no_new_privs, which an unprivileged process
 /// needs for it).
 pub fn load_filter(filter: &[libc::sock_filter]) -> Result<(), (&'static str, Errno)> {
