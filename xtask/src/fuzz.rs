@@ -29,7 +29,7 @@ const RSS_LIMIT_MB: u64 = 2048;
 const TIMEOUT_SECS: u64 = 10;
 
 /// The crates that have a `fuzz/` directory.
-const FUZZ_CRATES: &[&str] = &["policy", "strace-parse", "portbridge"];
+const FUZZ_CRATES: &[&str] = &["policy", "strace-parse", "portbridge", "macos-seatbelt"];
 
 /// One fuzz target: its crate's fuzz directory and its name.
 struct Target {
@@ -222,7 +222,7 @@ fn run_target(root: &Path, toolchain: &Toolchain, target: &Target, seconds: u64)
             finding = Some(line.clone());
         }
         // Progress lines are many; the log keeps them, the terminal gets the rest.
-        if !line.starts_with('#') {
+        if !line.starts_with('#') && !line.trim_start().starts_with("NEW_FUNC") {
             eprintln!("{line}");
         }
     }

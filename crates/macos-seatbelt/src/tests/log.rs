@@ -83,6 +83,14 @@ fn malformed_lines_never_panic() {
 }
 
 #[test]
+fn duplicate_counts_saturate_instead_of_overflowing() {
+    let line = format!("Sandbox: {} duplicate reports for cat deny(1) file-read-data /x", u64::MAX);
+    let (violations, _) = parse_log_stream(&format!("{line}\n{line}\n"), None);
+    assert_eq!(violations.len(), 1);
+    assert_eq!(violations[0].count, u64::MAX);
+}
+
+#[test]
 fn the_monitor_predicate() {
     expect![[r#"["stream", "--style", "ndjson", "--predicate", "eventMessage CONTAINS \"paddock-0123456789abcdef\""]"#]]
         .assert_eq(&format!("{:?}", log_stream_args(TAG)));

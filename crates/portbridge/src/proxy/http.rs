@@ -113,6 +113,10 @@ pub(crate) fn parse(head: &[u8]) -> Result<Request, HttpError> {
     if version != "HTTP/1.1" && version != "HTTP/1.0" {
         return Err(bad("only HTTP/1.0 and HTTP/1.1 are proxied"));
     }
+    // The target is forwarded (its path): no control character may reach the target.
+    if target.is_empty() || target.bytes().any(|b| b < 0x20 || b == 0x7f) {
+        return Err(bad("malformed request target"));
+    }
     let mut headers: Vec<(&str, &str)> = Vec::new();
     for line in lines {
         if line.is_empty() {
@@ -389,6 +393,10 @@ mod tests {
             "GET http://allowed.test/ HTTP/1.1\r\nX: a\r\n b\r\n\r\n",
             "GET http://allowed.test/ HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
             "GET http://allowed.test/ HTTP/1.1\r\nX: a\rb\r\n\r\n",
+            // Found by the http_request fuzz target: a NUL in the path was forwarded.
+            "GET http://allowed.test/\u{f}\0\0 HTTP/1.1\r\nHost: allowed.test\r\n\r\n",
+            "GET http://allowed.test/a\u{7f}b HTTP/1.1\r\n\r\n",
+            "GET http://allowed.test/a\tb HTTP/1.1\r\n\r\n",
         ] {
             assert!(matches!(parse(head.as_bytes()), Err(HttpError::Bad(_))), "{head:?}");
         }
