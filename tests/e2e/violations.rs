@@ -374,7 +374,9 @@ fn a_task_killed_mid_run_still_reports_what_it_was_denied() {
     }
     let s = Scratch::new("v-killed");
     config(&s, "[allow]\nwrite = [\"src\"]\n");
-    let (report, out) = run(&s, &["--timeout", "2"], "touch before.txt; sleep 30");
+    // The timeout leaves the task time to start and write on a loaded machine (2 s did not
+    // always: the report then lacked the write).
+    let (report, out) = run(&s, &["--timeout", "10"], "touch before.txt; sleep 60");
     assert_eq!(out.status.code(), Some(124), "{out:?}");
     assert_eq!(report["timed_out"], true);
     let v = find(&report, "write", &p(&s, "before.txt"));

@@ -124,12 +124,14 @@ fn the_receiver_stops_polling_a_channel_whose_host_end_is_gone() {
     drop(host);
     // A closed channel stays readable (end of file); polling it again and again would spin.
     let spent = |name: &str| thread_cpu_ticks(name);
+    // CPU time, not wall time: a thread that spins gets well over a tenth of a CPU over a
+    // second even on a loaded machine; one that waits gets none.
     thread::sleep(Duration::from_millis(100));
     let before = spent("pb-handoff-to-t");
-    thread::sleep(Duration::from_millis(500));
+    thread::sleep(Duration::from_secs(1));
     let after = spent("pb-handoff-to-t");
     assert!(after.is_some(), "the receiver's accept thread is running");
-    assert!(after.unwrap() - before.unwrap() < 5, "{before:?} -> {after:?}");
+    assert!(after.unwrap() - before.unwrap() < 10, "{before:?} -> {after:?}");
     drop(receiver);
 }
 

@@ -41,6 +41,7 @@ pub fn main() -> i32 {
         let copy = paddock_test_support::visible_exe(&exe);
         if copy != exe {
             use std::os::unix::process::CommandExt;
+            #[allow(clippy::disallowed_methods)] // this test binary, re-executed from its copy
             let e = std::process::Command::new(&copy)
                 .args(&args[1..])
                 .env(ORIGINAL_EXE_ENV, &exe)

@@ -143,8 +143,8 @@ pub(super) fn observer_records_hidden_lookups_listings_and_writes() {
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(output.status.success(), "stdout: {stdout}\nstderr: {stderr}");
 
-    // The serving thread ends with the sandbox.
-    let deadline = Instant::now() + Duration::from_secs(3);
+    // The serving thread ends with the sandbox (awaited, with room for a loaded machine).
+    let deadline = Instant::now() + Duration::from_secs(20);
     while !server.is_finished() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -220,7 +220,7 @@ pub(super) fn kill_9_of_the_runner_leaves_no_observer_behind() {
     // SAFETY: SIGKILL to our own child.
     unsafe { libc::kill(i32::try_from(runner.id()).unwrap(), libc::SIGKILL) };
     runner.wait().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(3);
+    let deadline = Instant::now() + Duration::from_secs(20);
     while !sandboxed().is_empty() {
         assert!(Instant::now() < deadline, "the sandbox survived kill -9 of the runner");
         std::thread::sleep(Duration::from_millis(20));
@@ -301,6 +301,7 @@ pub(super) fn finish_without_a_mount_returns_at_once() {
     assert!(observer.mount_dir.as_path().is_dir(), "open creates the mount point");
     let start = Instant::now();
     assert!(server.finish().is_empty());
-    assert!(start.elapsed() < Duration::from_millis(500), "finish waited {:?}", start.elapsed());
+    // Against a hang (a finish waiting for a device that never comes), not a speed test.
+    assert!(start.elapsed() < Duration::from_secs(10), "finish waited {:?}", start.elapsed());
     drop(mount);
 }
