@@ -322,3 +322,50 @@ fn library_probes_of_ls_id_and_git_log_report_nothing_under_the_default_policy()
         assert!(!stderr.contains("denied"), "{argv:?}: {stderr}");
     }
 }
+
+#[test]
+fn spellings_of_other_paths_reach_only_the_listed_socket_unx04() {
+    if !require_itemizer() {
+        return;
+    }
+    let s = Scratch::new("unx04");
+    let dir = visible_dir(&s, "unx04");
+    let ok = Server::start(&dir.join("ok.sock"), "ok\n");
+    let others: Vec<Server> =
+        ["ok.sock2", "other.sock"].iter().map(|n| Server::start(&dir.join(n), "WRONG\n")).collect();
+    let d = dir.display();
+    let probe = probe_bin();
+    let p = probe.display();
+    // Relative to the working directory, `..` through the socket itself, a second slash.
+    let script = format!(
+        "cd {d} && {p} unix-read:ok.sock unix:ok.sock2 unix:{d}/./ok.sock/../other.sock \
+         unix:{d}//other.sock unix:./other.sock"
+    );
+    for mode in modes() {
+        let (_, out) = run(
+            &s,
+            mode,
+            &["--allow-unix-socket", ok.path.to_str().unwrap()],
+            &[],
+            &["sh", "-c", &script],
+        );
+        let o = probe_lines(&out);
+        assert_eq!(assert_allowed(&o, "unix-read", "ok.sock"), "ok\n", "{mode}: {out:?}");
+        for arg in [
+            "ok.sock2".to_owned(),
+            format!("{d}/./ok.sock/../other.sock"),
+            format!("{d}//other.sock"),
+            "./other.sock".to_owned(),
+        ] {
+            assert_denied(&o, "unix", &arg, &[EACCES]);
+        }
+        for other in &others {
+            assert_eq!(
+                other.accepted(),
+                0,
+                "{mode}: {} was reached: {out:?}",
+                other.path.display()
+            );
+        }
+    }
+}

@@ -12,6 +12,7 @@
 //!   workloads, three open-heavy, a tiny `cargo check` and two write-heavy.
 //! - `bench bridge`: throughput and connection rate through port bridges, as ratios to
 //!   direct loopback (and to socat when installed).
+//! - `bench unix-socket`: a connect to a unix socket granted by path against a plain one.
 //! - `tidy`: the repository's own rules (a `//!` doc atop every module).
 
 // xtask is the project's shell script in Rust: spawning tools is what it is for.
@@ -42,7 +43,7 @@ fn main() -> Result<()> {
         Some("bench") => bench::run_bench(&root, args.get(1).map(String::as_str)),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci|build|demo|tidy|test-linux|test-macos|bench spawn|trace|bridge>"
+                "usage: cargo xtask <ci|build|demo|tidy|test-linux|test-macos|bench spawn|trace|bridge|unix-socket>"
             );
             std::process::exit(2)
         }

@@ -3,6 +3,8 @@
 //! two paths (which differ in one byte) while four threads connect through it, N attempts
 //! in all. Detail: `attempts=N connected=C refused=R other=O`; which server each connection
 //! reached is counted by the servers themselves.
+//!
+//! `unix-time:PATH,N`: the cost of a connect, for `cargo xtask bench unix-socket`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
@@ -85,4 +87,15 @@ pub fn run(arg: &str) -> Result<String, String> {
     let (c, r, o) =
         (c.load(Ordering::Relaxed), r.load(Ordering::Relaxed), o.load(Ordering::Relaxed));
     Ok(format!("attempts={} connected={c} refused={r} other={o}", c + r + o))
+}
+
+/// N connects to PATH on fresh sockets; `ns=MEAN` per socket, connect and close.
+pub fn time(arg: &str) -> Result<String, String> {
+    let (path, n) = arg.rsplit_once(',').ok_or("usage: unix-time:PATH,N")?;
+    let n: u32 = n.parse().map_err(|_| "N is not a number".to_owned())?;
+    let start = std::time::Instant::now();
+    for _ in 0..n {
+        std::os::unix::net::UnixStream::connect(path).map_err(|e| format!("{path}: {e}"))?;
+    }
+    Ok(format!("ns={}", start.elapsed().as_nanos() / u128::from(n.max(1))))
 }
