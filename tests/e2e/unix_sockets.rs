@@ -369,3 +369,30 @@ fn spellings_of_other_paths_reach_only_the_listed_socket_unx04() {
         }
     }
 }
+
+#[test]
+fn abstract_addresses_stay_in_the_sandbox_with_path_grants_unx03() {
+    if !require_itemizer() {
+        return;
+    }
+    let s = Scratch::new("unx03-paths");
+    let name = format!("pdk-abs-{}", std::process::id());
+    abstract_canary(&name);
+    let granted = Server::start(&visible_dir(&s, "unx03-paths").join("g.sock"), "ok\n");
+    let grant = granted.path.to_str().unwrap();
+    let op = format!("abstract:{name}");
+    // Its own network namespace: nothing listens there. The host's (`--network on`): the
+    // supervisor would connect in it, so abstract addresses are refused.
+    let cases: [(&[&str], i64); 2] = [
+        (&["--allow-unix-socket", grant], ECONNREFUSED),
+        (&["--network", "on", "--allow-unix-socket", grant], EACCES),
+    ];
+    for mode in modes() {
+        for (flags, errno) in cases {
+            let (_, out) = run(&s, mode, flags, &[], &[probe_bin().to_str().unwrap(), &op]);
+            let o = probe_lines(&out);
+            assert_denied(&o, "abstract", &name, &[errno]);
+            assert!(!String::from_utf8_lossy(&out.stdout).contains(CANARY), "{out:?}");
+        }
+    }
+}
