@@ -396,3 +396,27 @@ fn abstract_addresses_stay_in_the_sandbox_with_path_grants_unx03() {
         }
     }
 }
+
+#[test]
+fn a_descriptor_swapped_after_the_check_never_reaches_the_ungranted_socket() {
+    if !require_itemizer() {
+        return;
+    }
+    let s = Scratch::new("unx-fdswap");
+    let dir = visible_dir(&s, "unx-fdswap");
+    let granted = Server::start(&dir.join("a.sock"), "");
+    let ungranted = Server::start(&dir.join("b.sock"), "");
+    let op = format!("unix-fdswap:{},10000", ungranted.path.display());
+    for mode in modes() {
+        let (_, out) = run(
+            &s,
+            mode,
+            &["--allow-unix-socket", granted.path.to_str().unwrap()],
+            &[],
+            &[probe_bin().to_str().unwrap(), &op],
+        );
+        let detail = assert_allowed(&probe_lines(&out), "unix-fdswap", "");
+        assert!(detail.starts_with("attempts=10000 "), "{mode}: {detail}");
+        assert_eq!(ungranted.accepted(), 0, "{mode}: the ungranted socket was reached: {detail}");
+    }
+}
