@@ -322,3 +322,101 @@ fn library_probes_of_ls_id_and_git_log_report_nothing_under_the_default_policy()
         assert!(!stderr.contains("denied"), "{argv:?}: {stderr}");
     }
 }
+
+#[test]
+fn spellings_of_other_paths_reach_only_the_listed_socket_unx04() {
+    if !require_itemizer() {
+        return;
+    }
+    let s = Scratch::new("unx04");
+    let dir = visible_dir(&s, "unx04");
+    let ok = Server::start(&dir.join("ok.sock"), "ok\n");
+    let others: Vec<Server> =
+        ["ok.sock2", "other.sock"].iter().map(|n| Server::start(&dir.join(n), "WRONG\n")).collect();
+    let d = dir.display();
+    let probe = probe_bin();
+    let p = probe.display();
+    // Relative to the working directory, `..` through the socket itself, a second slash.
+    let script = format!(
+        "cd {d} && {p} unix-read:ok.sock unix:ok.sock2 unix:{d}/./ok.sock/../other.sock \
+         unix:{d}//other.sock unix:./other.sock"
+    );
+    for mode in modes() {
+        let (_, out) = run(
+            &s,
+            mode,
+            &["--allow-unix-socket", ok.path.to_str().unwrap()],
+            &[],
+            &["sh", "-c", &script],
+        );
+        let o = probe_lines(&out);
+        assert_eq!(assert_allowed(&o, "unix-read", "ok.sock"), "ok\n", "{mode}: {out:?}");
+        for arg in [
+            "ok.sock2".to_owned(),
+            format!("{d}/./ok.sock/../other.sock"),
+            format!("{d}//other.sock"),
+            "./other.sock".to_owned(),
+        ] {
+            assert_denied(&o, "unix", &arg, &[EACCES]);
+        }
+        for other in &others {
+            assert_eq!(
+                other.accepted(),
+                0,
+                "{mode}: {} was reached: {out:?}",
+                other.path.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn abstract_addresses_stay_in_the_sandbox_with_path_grants_unx03() {
+    if !require_itemizer() {
+        return;
+    }
+    let s = Scratch::new("unx03-paths");
+    let name = format!("pdk-abs-{}", std::process::id());
+    abstract_canary(&name);
+    let granted = Server::start(&visible_dir(&s, "unx03-paths").join("g.sock"), "ok\n");
+    let grant = granted.path.to_str().unwrap();
+    let op = format!("abstract:{name}");
+    // Its own network namespace: nothing listens there. The host's (`--network on`): the
+    // supervisor would connect in it, so abstract addresses are refused.
+    let cases: [(&[&str], i64); 2] = [
+        (&["--allow-unix-socket", grant], ECONNREFUSED),
+        (&["--network", "on", "--allow-unix-socket", grant], EACCES),
+    ];
+    for mode in modes() {
+        for (flags, errno) in cases {
+            let (_, out) = run(&s, mode, flags, &[], &[probe_bin().to_str().unwrap(), &op]);
+            let o = probe_lines(&out);
+            assert_denied(&o, "abstract", &name, &[errno]);
+            assert!(!String::from_utf8_lossy(&out.stdout).contains(CANARY), "{out:?}");
+        }
+    }
+}
+
+#[test]
+fn a_descriptor_swapped_after_the_check_never_reaches_the_ungranted_socket() {
+    if !require_itemizer() {
+        return;
+    }
+    let s = Scratch::new("unx-fdswap");
+    let dir = visible_dir(&s, "unx-fdswap");
+    let granted = Server::start(&dir.join("a.sock"), "");
+    let ungranted = Server::start(&dir.join("b.sock"), "");
+    let op = format!("unix-fdswap:{},10000", ungranted.path.display());
+    for mode in modes() {
+        let (_, out) = run(
+            &s,
+            mode,
+            &["--allow-unix-socket", granted.path.to_str().unwrap()],
+            &[],
+            &[probe_bin().to_str().unwrap(), &op],
+        );
+        let detail = assert_allowed(&probe_lines(&out), "unix-fdswap", "");
+        assert!(detail.starts_with("attempts=10000 "), "{mode}: {detail}");
+        assert_eq!(ungranted.accepted(), 0, "{mode}: the ungranted socket was reached: {detail}");
+    }
+}

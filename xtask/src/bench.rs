@@ -1,6 +1,7 @@
 //! `cargo xtask bench spawn`: whole-process timing of `paddock run -- true` against the
 //! equivalent bare `bwrap` invocation (the same mount arguments, taken from the plan) and
-//! bare `true`, median of many interleaved rounds, printed as ratios.
+//! bare `true`, median of many interleaved rounds, printed as ratios. `bench unix-socket`:
+//! a connect to a unix socket granted by path against a plain one ([`unix_socket`]).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -11,6 +12,7 @@ use anyhow::{Context, Result, bail};
 use crate::{cargo, run};
 
 mod trace;
+mod unix_socket;
 
 /// Rounds of `bench spawn`: on a virtual machine whose CPUs are shared, medians of 80 moved
 /// by 0.05x between runs a minute apart; 200 take about 15 s.
@@ -23,7 +25,8 @@ pub fn run_bench(root: &Path, name: Option<&str>) -> Result<()> {
         Some("trace") => trace::trace(root),
         Some("bridge") => bridge(root),
         Some("scale") => scale(root),
-        _ => bail!("usage: cargo xtask bench spawn|trace|bridge|scale"),
+        Some("unix-socket") => unix_socket::unix_socket(root),
+        _ => bail!("usage: cargo xtask bench spawn|trace|bridge|scale|unix-socket"),
     }
 }
 

@@ -14,6 +14,7 @@
 //!   repositories, without and through its cache.
 //! - `bench bridge`: throughput and connection rate through port bridges, as ratios to
 //!   direct loopback (and to socat when installed).
+//! - `bench unix-socket`: a connect to a unix socket granted by path against a plain one.
 //! - `tidy`: the repository's own rules (a `//!` doc atop every module).
 //! - `fuzz [--seconds N] [TARGET...]`: every fuzz target for N seconds (default 60) from its
 //!   seed corpus; fails on any finding and prints how to reproduce it (see `fuzz.rs`).
@@ -57,7 +58,7 @@ fn main() -> Result<()> {
         Some("fuzz") => fuzz::fuzz(&root, &args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci|build|demo|tidy|test-linux [--container IMAGE [--scenario NAME]]|matrix [--fast]|test-macos|bench spawn|trace|bridge|scale|fuzz [--seconds N]>"
+                "usage: cargo xtask <ci|build|demo|tidy|test-linux [--container IMAGE [--scenario NAME]]|matrix [--fast]|test-macos|bench spawn|trace|bridge|scale|unix-socket|fuzz [--seconds N]>"
             );
             std::process::exit(2)
         }

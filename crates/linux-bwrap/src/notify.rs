@@ -6,12 +6,15 @@
 //!   `SECCOMP_RET_USER_NOTIF` action) that notifies only the calls that can write: `openat`
 //!   and `open` with a write or create flag, `creat`, `openat2`, and the `mkdir`, `mknod`,
 //!   `unlink`, `rmdir`, `rename`, `link`, `symlink`, `truncate`, `chmod`, `chown`, `utime*`
-//!   and `*xattr` families; `connect` when connects are recorded; `socket(AF_UNIX)` when unix
-//!   sockets are refused. Everything else, ordinary reads included, never leaves the kernel.
+//!   and `*xattr` families; `connect` when connects are recorded or unix sockets are granted
+//!   by path; `socket(AF_UNIX)` when unix sockets are refused. Everything else, ordinary
+//!   reads included, never leaves the kernel. With path grants and no itemizing, only
+//!   `connect` is notified.
+//! - [`unix`]: unix sockets granted by path, whose `connect`s the supervisor makes itself.
 //! - The supervisor ([`crate::supervisor`]) installs it in the task child after the main
 //!   filter, with `SECCOMP_FILTER_FLAG_NEW_LISTENER`, and receives the listener over a
 //!   socket pair ([`crate::fdpass`]). Failing to install it is fatal: `socket(AF_UNIX)` is refused
-//!   by it alone in this mode.
+//!   by it alone in this mode, and with path grants it alone decides every `connect`.
 //! - [`serve`] answers the notifications on a thread of the supervisor: it reads the path or
 //!   address from the caller, predicts with [`classify`] whether the kernel will refuse the
 //!   call (a read-only mount: `EROFS`; no route: `ENETUNREACH`), lets the kernel run every

@@ -27,6 +27,9 @@
 //! the child close its copies and exec. No listener, no task: installing the filter failing
 //! (a listener already in the chain: `EBUSY`; a kernel before 5.0) or the supervisor failing
 //! to serve it is exit 125, because `socket(AF_UNIX)` is refused by that filter alone.
+//! Unix sockets granted by path ([`crate::notify::unix`]) install the same filter whatever
+//! the itemizing, without a record descriptor; the grants' sockets are opened before the
+//! fork, and a kernel without `pidfd_getfd` refuses the run.
 //!
 //! Exit codes of its own: 125 (supervisor error, the task never ran), 126 (found but not
 //! executable), 127 (not found), as a shell would.

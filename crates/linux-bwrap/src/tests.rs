@@ -618,3 +618,33 @@ fn observe_mode_without_anchors_still_has_the_record_fd() {
     assert_eq!(observer.mount_dir, abs("/run/user/1000/paddock/t1/observe"));
     assert!(LinuxBwrap.plan(&p, &task(), &facts()).unwrap().observer.is_none());
 }
+
+#[test]
+fn a_path_grant_binds_its_socket_passes_it_to_the_supervisor_and_keeps_datagrams_out() {
+    let mut p = policy();
+    p.unix_sockets = UnixSockets::Paths {
+        sockets: vec![paddock_policy::SocketPath {
+            declared: abs("/var/run/docker.sock"),
+            resolved: abs("/run/docker.sock"),
+        }],
+    };
+    for observe in [false, true] {
+        let plan = LinuxBwrap.plan(&p, &Task { observe, ..task() }, &facts()).unwrap();
+        let args = args_text(&plan);
+        assert!(args.contains("--ro-bind-try /run/docker.sock /run/docker.sock\n"), "{args}");
+        let sup = plan.payloads.iter().find(|p| p.name == "supervisor").unwrap();
+        let payload = SupervisorPayload::from_bytes(&sup.bytes, 4).unwrap();
+        assert_eq!(payload.unix_socket_grants.len(), 1);
+        assert_eq!(payload.unix_socket_grants[0].resolved.0, "/run/docker.sock");
+        assert_eq!(payload.unix_socket_grants[0].declared.0, "/var/run/docker.sock");
+        // socket(AF_UNIX) is the main filter's (streams only), never refused by the notifier.
+        assert!(!payload.refuse_unix_sockets && !payload.unix_abstract_shared);
+        assert!(crate::nolibc::encode(&payload).is_none(), "the nolibc supervisor has no notifier");
+    }
+    let opts = crate::seccomp_query::options_for(&p, false);
+    assert!(opts.unix_socket_paths && !opts.unix_sockets && !opts.unix_sockets_notified);
+    p.network = NetworkPolicy::On;
+    let plan = LinuxBwrap.plan(&p, &task(), &facts()).unwrap();
+    let sup = plan.payloads.iter().find(|p| p.name == "supervisor").unwrap();
+    assert!(SupervisorPayload::from_bytes(&sup.bytes, 4).unwrap().unix_abstract_shared);
+}

@@ -27,7 +27,9 @@
 //! errno: connect's; detail: each call's result).
 //!
 //! Unix sockets by path: `unix-read:PATH` (connect, then read what the server sends until it
-//! closes; detail: that text), `unix-race:GRANTED,UNGRANTED,N` (see [`race`]).
+//! closes; detail: that text), `unix-race:GRANTED,UNGRANTED,N` (see [`race`]),
+//! `unix-fdswap:UNGRANTED,N` (see [`race::fdswap`]), `unix-time:PATH,N` (N connects to PATH, each on a fresh socket; detail: `ns=` the mean
+//! time of socket, connect and close).
 
 #[path = "probe/race.rs"]
 mod race;
@@ -148,6 +150,14 @@ fn main() {
                     Ok(text)
                 }),
             ),
+            "unix-fdswap" => match race::fdswap(rest) {
+                Ok(detail) => emit(op, rest, true, 0, &detail),
+                Err(message) => emit(op, rest, false, -1, &message),
+            },
+            "unix-time" => match race::time(rest) {
+                Ok(detail) => emit(op, rest, true, 0, &detail),
+                Err(message) => emit(op, rest, false, -1, &message),
+            },
             "unix-race" => match race::run(rest) {
                 Ok(detail) => emit(op, rest, true, 0, &detail),
                 Err(message) => emit(op, rest, false, -1, &message),

@@ -321,13 +321,14 @@ fn connect_for_task(
             };
             let canonical = unix::canonical(&absolute);
             match grants.target(&absolute, canonical.as_deref()) {
-                Some(target) => Now(
+                Some(Ok(target)) => Now(
                     Some(
-                        unix::connect_path(&sock, &target)
+                        unix::connect_path(&sock, &target.path)
                             .map_or_else(Answer::Error, |()| Answer::Done),
                     ),
                     None,
                 ),
+                Some(Err(errno)) => refuse(errno),
                 None => Now(Some(Answer::Error(libc::EACCES)), Some(refused(absolute))),
             }
         }

@@ -131,25 +131,69 @@ impl Grants {
         })
     }
 
-    /// The path to connect to when the task's address, `absolute` (made absolute, cleaned)
-    /// or `canonical` (resolved in the sandbox, when it exists), names a grant: the grant's
-    /// own, never the task's bytes.
-    pub fn target(&self, absolute: &[u8], canonical: Option<&[u8]>) -> Option<Vec<u8>> {
-        self.find(absolute, canonical).map(|g| match &g.opened {
-            Some(fd) => format!("/proc/self/fd/{}", fd.as_raw_fd()).into_bytes(),
-            None => g.resolved.clone(),
+    /// Where to connect when the task's address, `absolute` (made absolute, cleaned) or
+    /// `canonical` (resolved in the sandbox, when it exists), names a grant: the grant's own
+    /// socket, never the task's bytes (`None`: not granted; `Some(Err)`: granted, but no
+    /// socket is there now).
+    pub fn target(&self, absolute: &[u8], canonical: Option<&[u8]>) -> Option<Result<Target, i32>> {
+        let grant = self.find(absolute, canonical)?;
+        Some(match &grant.opened {
+            Some(fd) => Ok(Target { path: proc_fd_path(fd), _held: None }),
+            // Not there when the task started: opened now, through no symbolic link (the
+            // resolved path has none; one now was planted).
+            None => match open_socket(&grant.resolved) {
+                Some(fd) => Ok(Target { path: proc_fd_path(&fd), _held: Some(fd) }),
+                None => Err(libc::ENOENT),
+            },
         })
     }
 }
 
-/// The socket at `path`, opened `O_PATH` (`None` if it is missing or not a socket).
+/// A granted socket to connect to.
+#[derive(Debug)]
+pub struct Target {
+    /// `/proc/self/fd/N` of the socket opened `O_PATH`.
+    pub path: Vec<u8>,
+    _held: Option<OwnedFd>,
+}
+
+fn proc_fd_path(fd: &OwnedFd) -> Vec<u8> {
+    format!("/proc/self/fd/{}", fd.as_raw_fd()).into_bytes()
+}
+
+/// `struct open_how` of `openat2` (Linux 5.6, like `pidfd_getfd`).
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+/// `RESOLVE_NO_SYMLINKS`.
+const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+
+/// The socket at `path`, opened `O_PATH` through no symbolic link (`None` if it is missing,
+/// not a socket, or reached through a link).
 fn open_socket(path: &[u8]) -> Option<OwnedFd> {
     let c = std::ffi::CString::new(path).ok()?;
-    // SAFETY: open with a NUL-terminated path; the result is checked.
-    let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return None;
-    }
+    #[allow(clippy::cast_sign_loss)] // the open flags are positive
+    let how = OpenHow {
+        flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
+        mode: 0,
+        resolve: RESOLVE_NO_SYMLINKS,
+    };
+    // SAFETY: openat2 with a NUL-terminated path and an `open_how` of its size; the result
+    // is checked.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            &raw const how,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    let fd = i32::try_from(fd).ok().filter(|fd| *fd >= 0)?;
     // SAFETY: a fresh descriptor that we now own.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
@@ -304,12 +348,63 @@ mod tests {
             }],
             false,
         );
-        let target = Some(b"/run/docker.sock".to_vec());
-        assert_eq!(grants.target(b"/var/run/docker.sock", None), target);
-        assert_eq!(grants.target(b"/run/docker.sock", None), target);
-        assert_eq!(grants.target(b"/tmp/x/link", Some(b"/run/docker.sock")), target);
-        assert_eq!(grants.target(b"/run/other.sock", Some(b"/run/other.sock")), None);
-        assert_eq!(grants.target(b"/run/docker.sock.x", None), None);
+        // Granted, and no socket there (this host has none): the connect fails.
+        let missing = |t: Option<Result<Target, i32>>| t.map(|t| t.map(|t| t.path));
+        assert_eq!(missing(grants.target(b"/var/run/docker.sock", None)), Some(Err(libc::ENOENT)));
+        assert_eq!(missing(grants.target(b"/run/docker.sock", None)), Some(Err(libc::ENOENT)));
+        let via_link = grants.target(b"/tmp/x/link", Some(b"/run/docker.sock"));
+        assert_eq!(missing(via_link), Some(Err(libc::ENOENT)));
+        assert!(grants.target(b"/run/other.sock", Some(b"/run/other.sock")).is_none());
+        assert!(grants.target(b"/run/docker.sock.x", None).is_none());
         assert!(Grants::default().target(b"/", Some(b"/")).is_none());
+    }
+}
+
+#[cfg(test)]
+mod os_tests {
+    #![allow(clippy::unwrap_used)] // test code: a failed setup step is a failed test
+
+    use super::*;
+    use crate::payload::Bytes;
+
+    /// The grant's socket is reached whatever the names on its path become: a parent
+    /// renamed away and replaced by a link to a directory with another socket.
+    #[test]
+    fn a_granted_socket_is_reached_by_its_inode_not_by_its_names() {
+        let dir = std::env::temp_dir().join(format!("pdk-grant-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for d in ["run", "evil"] {
+            std::fs::create_dir_all(dir.join(d)).unwrap();
+        }
+        let granted = std::os::unix::net::UnixListener::bind(dir.join("run/a.sock")).unwrap();
+        let other = std::os::unix::net::UnixListener::bind(dir.join("evil/a.sock")).unwrap();
+        for l in [&granted, &other] {
+            l.set_nonblocking(true).unwrap();
+        }
+        let path = dir.join("run/a.sock");
+        let g = UnixSocketGrant {
+            declared: Bytes(path.clone().into_os_string()),
+            resolved: Bytes(path.clone().into_os_string()),
+        };
+        let bytes = path.as_os_str().as_encoded_bytes().to_vec();
+        let opened = Grants::new(std::slice::from_ref(&g), true);
+        let lazy = Grants::new(std::slice::from_ref(&g), false);
+        // The task swaps the directory for a link to its own.
+        std::fs::rename(dir.join("run"), dir.join("moved")).unwrap();
+        std::os::unix::fs::symlink(dir.join("evil"), dir.join("run")).unwrap();
+        let connect = |grants: &Grants| -> Result<(), i32> {
+            let target = grants.target(&bytes, None).unwrap()?;
+            // SAFETY: a fresh socket, owned at once.
+            let sock =
+                unsafe { OwnedFd::from_raw_fd(libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0)) };
+            connect_path(&sock, &target.path)
+        };
+        // Opened before the swap: the granted inode.
+        assert_eq!(connect(&opened), Ok(()));
+        assert!(granted.accept().is_ok());
+        // Opened after it: the link is refused, never followed.
+        assert_eq!(connect(&lazy), Err(libc::ENOENT));
+        assert!(other.accept().is_err(), "the planted socket was reached");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -3,6 +3,8 @@
 //! two paths (which differ in one byte) while four threads connect through it, N attempts
 //! in all. Detail: `attempts=N connected=C refused=R other=O`; which server each connection
 //! reached is counted by the servers themselves.
+//!
+//! `unix-time:PATH,N`: the cost of a connect, for `cargo xtask bench unix-socket`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
@@ -85,4 +87,83 @@ pub fn run(arg: &str) -> Result<String, String> {
     let (c, r, o) =
         (c.load(Ordering::Relaxed), r.load(Ordering::Relaxed), o.load(Ordering::Relaxed));
     Ok(format!("attempts={} connected={c} refused={r} other={o}", c + r + o))
+}
+
+/// N connects to PATH on fresh sockets; `ns=MEAN` per socket, connect and close.
+pub fn time(arg: &str) -> Result<String, String> {
+    let (path, n) = arg.rsplit_once(',').ok_or("usage: unix-time:PATH,N")?;
+    let n: u32 = n.parse().map_err(|_| "N is not a number".to_owned())?;
+    let start = std::time::Instant::now();
+    for _ in 0..n {
+        std::os::unix::net::UnixStream::connect(path).map_err(|e| format!("{path}: {e}"))?;
+    }
+    Ok(format!("ns={}", start.elapsed().as_nanos() / u128::from(n.max(1))))
+}
+
+/// `unix-fdswap:UNGRANTED,N`: the other time-of-check/time-of-use attack, on the
+/// descriptor: one thread connects descriptor D N times through a shared address that two
+/// threads flip between an inet one (127.0.0.1:9) and the unix path UNGRANTED, while
+/// another thread keeps putting an inet socket, then a fresh unix socket, at D. A supervisor
+/// that checks "an inet socket" and lets the kernel run the call would connect a unix one.
+/// Detail: `attempts=N connected=C`.
+pub fn fdswap(arg: &str) -> Result<String, String> {
+    let (path, n) = arg.rsplit_once(',').ok_or("usage: unix-fdswap:UNGRANTED,N")?;
+    let n: usize = n.parse().map_err(|_| "N is not a number".to_owned())?;
+    if path.len() >= 107 {
+        return Err("the path is too long".to_owned());
+    }
+    let mut unix = [0u8; 110];
+    unix[..2].copy_from_slice(&(libc::AF_UNIX as u16).to_ne_bytes());
+    unix[2..2 + path.len()].copy_from_slice(path.as_bytes());
+    let mut inet = [0u8; 110];
+    inet[..2].copy_from_slice(&(libc::AF_INET as u16).to_ne_bytes());
+    inet[2..4].copy_from_slice(&9u16.to_be_bytes());
+    inet[4..8].copy_from_slice(&[127, 0, 0, 1]);
+    let addr: Arc<Vec<AtomicU8>> = Arc::new(unix.iter().map(|b| AtomicU8::new(*b)).collect());
+    // SAFETY: a socket to reserve the descriptor number D.
+    let d = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) };
+    if d < 0 {
+        return Err("socket".to_owned());
+    }
+    let done = Arc::new(AtomicBool::new(false));
+    let mut helpers = Vec::new();
+    for _ in 0..2 {
+        let (addr, done) = (Arc::clone(&addr), Arc::clone(&done));
+        helpers.push(std::thread::spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                for bytes in [&inet, &unix] {
+                    for (slot, b) in addr.iter().zip(bytes.iter()) {
+                        slot.store(*b, Ordering::Relaxed);
+                    }
+                }
+            }
+        }));
+    }
+    let swapper_done = Arc::clone(&done);
+    helpers.push(std::thread::spawn(move || {
+        while !swapper_done.load(Ordering::Relaxed) {
+            for family in [libc::AF_INET, libc::AF_UNIX] {
+                // SAFETY: a fresh socket moved onto D, then its first number closed.
+                unsafe {
+                    let s = libc::socket(family, libc::SOCK_STREAM, 0);
+                    if s >= 0 {
+                        libc::dup2(s, d);
+                        libc::close(s);
+                    }
+                }
+            }
+        }
+    }));
+    let mut connected = 0;
+    for _ in 0..n {
+        // SAFETY: connect on D through the shared buffer, 110 bytes long.
+        if unsafe { libc::connect(d, addr.as_ptr().cast(), 110) } == 0 {
+            connected += 1;
+        }
+    }
+    done.store(true, Ordering::Relaxed);
+    for h in helpers {
+        let _ = h.join();
+    }
+    Ok(format!("attempts={n} connected={connected}"))
 }
