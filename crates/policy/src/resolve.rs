@@ -176,6 +176,8 @@ struct Resolved {
     spelled_inside_project: bool,
     spelling: Spelling,
     text: String,
+    /// A glob's hit, not a path the entry named.
+    glob_hit: bool,
 }
 
 impl<'a> Resolver<'a> {
@@ -203,7 +205,7 @@ impl<'a> Resolver<'a> {
         for entry in &policy.allow.write {
             for r in self.entry_paths(entry, GlobKind::Write)? {
                 self.check_write(&r)?;
-                grants::refuse_protected_grant(
+                if let Err(refused) = grants::refuse_protected_grant(
                     self.host,
                     policy,
                     &r.path,
@@ -211,7 +213,17 @@ impl<'a> Resolver<'a> {
                     &r.text,
                     &self.project,
                     &self.home,
-                )?;
+                ) {
+                    // A glob's hit at a protected name is not granted; a named one is an error.
+                    if !r.glob_hit {
+                        return Err(refused);
+                    }
+                    self.note(
+                        &r.origin,
+                        &format!("{} is a protected name; the glob does not grant it", r.path),
+                    );
+                    continue;
+                }
                 if let Some(warning) =
                     grants::check_home_grant(policy, &r.path, &r.origin, &r.text, &self.home)?
                 {
@@ -470,6 +482,7 @@ impl<'a> Resolver<'a> {
             spelled_inside_project,
             spelling,
             text: shown.clone(),
+            glob_hit: false,
         };
         if !spelled.forced_glob {
             let (path, found) = canonicalize(self.host, &anchored)?;
@@ -529,7 +542,7 @@ impl<'a> Resolver<'a> {
                 dropped += 1;
                 continue;
             }
-            out.push(literal(real, real_kind));
+            out.push(Resolved { glob_hit: true, ..literal(real, real_kind) });
         }
         if dropped > 0 {
             self.note(&entry.origin, &format!("{dropped} match(es) of `{shown}` leave {base} through a symlink and are not granted"));

@@ -156,3 +156,10 @@ fn a_hidden_root_keeps_the_links_its_carve_outs_were_spelled_through() {
         "{exc:?}"
     );
 }
+
+#[test]
+fn a_glob_hit_at_a_protected_name_is_not_granted() {
+    let (r, notes) = run("[allow]\nwrite = [\"glob:.git/*\"]\n").unwrap();
+    assert!(!r.write.iter().any(|g| g.path.to_string().ends_with(".git/hooks")), "{:?}", r.write);
+    assert!(notes.iter().any(|n| n.contains(".git/hooks") && n.contains("protected")), "{notes:?}");
+}
