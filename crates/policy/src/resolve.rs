@@ -535,7 +535,11 @@ impl<'a> Resolver<'a> {
                 bases.push((g.path.clone(), Scope::Repo));
             }
             // A grant below a work tree (`.git`, `.config`) holds its protected names too.
-            bases.extend(grants::repo_bases_above(self.host, &g.path, &self.project, &self.home));
+            bases.extend(
+                grants::repo_bases_above(self.host, &g.path, &self.project, &self.home)
+                    .into_iter()
+                    .filter(|(base, scope)| grants::names_below(base, *scope, &g.path)),
+            );
         }
         bases.sort();
         bases.dedup();
