@@ -351,3 +351,20 @@ fn links_an_earlier_run_planted_at_protected_names_neither_stop_nor_leak() {
         std::fs::read_dir(sc.home.join(".ssh")).unwrap().map(|e| e.unwrap().path()).collect();
     assert_eq!(ssh_before, ssh_after);
 }
+
+#[test]
+fn a_missing_deny_entry_that_cannot_be_masked_stops_the_run() {
+    if !require_os_sandbox() {
+        return;
+    }
+    let sc = Scratch::new("deny-unmaskable");
+    // Nobody can make a placeholder in /sys: the entry cannot be enforced, so nothing runs.
+    let marker = sc.project.join("RAN");
+    let out = run(sc
+        .paddock()
+        .args(["run", "--deny-read", "/sys/paddock-no-such/key", "--", "touch"])
+        .arg(&marker));
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
+    assert!(stderr(&out).contains("/sys/paddock-no-such"), "{out:?}");
+    assert!(!marker.exists(), "the task ran with a deny entry it could not have");
+}
