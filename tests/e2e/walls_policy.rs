@@ -185,8 +185,9 @@ fn a_deny_target_the_host_creates_mid_run_stays_hidden_and_is_reported() {
     let out = child.wait_with_output().unwrap();
     assert!(stdout(&out).contains("done"), "{out:?}");
     assert!(!stdout(&out).contains(CANARY) && !stdout(&out).contains("key"), "{out:?}");
-    // The host's file stays where the host put it.
+    // The host's file stays where the host put it, and the run says it appeared.
     assert_eq!(std::fs::read_to_string(later.join("key")).unwrap(), CANARY);
+    assert!(stderr(&out).contains("appeared during the run"), "{out:?}");
     if itemizer_reports() {
         let text = std::fs::read_to_string(&report).unwrap();
         assert!(text.contains("later"), "the hidden read is not reported: {text}");
