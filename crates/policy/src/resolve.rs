@@ -412,28 +412,34 @@ impl<'a> Resolver<'a> {
             text: shown.clone(),
             glob_hit: false,
         };
-        if !spelled.forced_glob {
+        if !spelled.forced_glob && !spelling::looks_like_glob(&spelled.text) {
             let (path, found) = canonicalize(self.host, &anchored)?;
-            if found.is_some() || !spelling::looks_like_glob(&spelled.text) {
-                return Ok(vec![literal(path, found)]);
-            }
-            if let Some(whole) = &collapsed {
-                // `dir/**`: the directory itself.
-                let (whole_parts, _) = self.anchor_parts(whole);
-                let (path, found) = canonicalize(self.host, &whole_parts.path())?;
-                return Ok(vec![literal(path, found)]);
-            }
-            if glob::validate(&parts.split_glob().1).is_err() {
-                // Not a pattern at all: the literal path, which does not exist.
-                return Ok(vec![literal(path, found)]);
-            }
-        } else if let Some(whole) = &collapsed {
-            let (whole_parts, _) = self.anchor_parts(whole);
-            let (path, found) = canonicalize(self.host, &whole_parts.path())?;
             return Ok(vec![literal(path, found)]);
         }
         let (base_text, pattern) = parts.split_glob();
         let (base, base_kind) = canonicalize(self.host, &base_text)?;
+        if !spelled.forced_glob {
+            // Below a base that is missing the literal path is missing too (ten thousand
+            // such entries cost one lookup each, not two).
+            if base_kind.is_some() {
+                let (path, found) = canonicalize(self.host, &anchored)?;
+                if found.is_some() {
+                    return Ok(vec![literal(path, found)]);
+                }
+            }
+            if collapsed.is_none() && !glob::brackets_close(pattern.as_os_str().as_encoded_bytes())
+            {
+                // Not a pattern at all: the literal path, which does not exist.
+                let (path, found) = canonicalize(self.host, &anchored)?;
+                return Ok(vec![literal(path, found)]);
+            }
+        }
+        if let Some(whole) = &collapsed {
+            // `dir/**`: the directory itself.
+            let (whole_parts, _) = self.anchor_parts(whole);
+            let (path, found) = canonicalize(self.host, &whole_parts.path())?;
+            return Ok(vec![literal(path, found)]);
+        }
         self.globs.push(GlobRule {
             kind,
             base: base.clone(),
