@@ -185,8 +185,9 @@ fn a_deny_target_the_host_creates_mid_run_stays_hidden_and_is_reported() {
     let out = child.wait_with_output().unwrap();
     assert!(stdout(&out).contains("done"), "{out:?}");
     assert!(!stdout(&out).contains(CANARY) && !stdout(&out).contains("key"), "{out:?}");
-    // The host's file stays where the host put it.
+    // The host's file stays where the host put it, and the run says it appeared.
     assert_eq!(std::fs::read_to_string(later.join("key")).unwrap(), CANARY);
+    assert!(stderr(&out).contains("appeared during the run"), "{out:?}");
     if itemizer_reports() {
         let text = std::fs::read_to_string(&report).unwrap();
         assert!(text.contains("later"), "the hidden read is not reported: {text}");
@@ -350,4 +351,21 @@ fn links_an_earlier_run_planted_at_protected_names_neither_stop_nor_leak() {
     let ssh_after: Vec<PathBuf> =
         std::fs::read_dir(sc.home.join(".ssh")).unwrap().map(|e| e.unwrap().path()).collect();
     assert_eq!(ssh_before, ssh_after);
+}
+
+#[test]
+fn a_missing_deny_entry_that_cannot_be_masked_stops_the_run() {
+    if !require_os_sandbox() {
+        return;
+    }
+    let sc = Scratch::new("deny-unmaskable");
+    // Nobody can make a placeholder in /sys: the entry cannot be enforced, so nothing runs.
+    let marker = sc.project.join("RAN");
+    let out = run(sc
+        .paddock()
+        .args(["run", "--deny-read", "/sys/paddock-no-such/key", "--", "touch"])
+        .arg(&marker));
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
+    assert!(stderr(&out).contains("/sys/paddock-no-such"), "{out:?}");
+    assert!(!marker.exists(), "the task ran with a deny entry it could not have");
 }

@@ -413,6 +413,9 @@ pub fn run(args: &RunArgs) -> Result<u8> {
     let proxied = bridges.has_proxy();
     let refused = bridges.stop(&loaded.resolved);
     drop(runtime);
+    for line in crate::appeared::appeared(&loaded.resolved) {
+        eprintln!("paddock: note: {line}");
+    }
     let (outcome, itemized_by) = (ran.outcome, ran.itemized_by.or(proxied.then_some("proxy")));
     let mut reported = ran.violations;
     reported.extend(refused);

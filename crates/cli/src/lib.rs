@@ -16,6 +16,7 @@
 //! Linux (bubblewrap) runs tasks; `plan` works everywhere, including the macOS plan on
 //! Linux (`--backend macos-seatbelt`).
 
+pub mod appeared;
 pub mod args;
 #[cfg(target_os = "linux")]
 pub mod attach;

@@ -71,6 +71,33 @@ pub enum GlobError {
     TooLarge,
 }
 
+/// Whether every `[` of `pattern` opens a class that a `]` closes (`[]]` and `[!]]` hold a
+/// `]`): without that it is no glob at all (`open[bracket`). A check without compiling the
+/// pattern, which ten thousand entries would pay for at every start.
+pub fn brackets_close(pattern: &[u8]) -> bool {
+    let mut i = 0;
+    while i < pattern.len() {
+        match pattern[i] {
+            b'\\' => i += 2,
+            b'[' => {
+                let mut j = i + 1;
+                if pattern.get(j) == Some(&b'!') || pattern.get(j) == Some(&b'^') {
+                    j += 1;
+                }
+                if pattern.get(j) == Some(&b']') {
+                    j += 1;
+                }
+                match pattern[j.min(pattern.len())..].iter().position(|b| *b == b']') {
+                    Some(k) => i = j + k + 1,
+                    None => return false,
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    true
+}
+
 /// The matcher of `pattern` (relative, `/`-separated), or why it is no glob.
 pub fn validate(pattern: &Path) -> Result<globset::GlobMatcher, GlobError> {
     let text = pattern.to_string_lossy();

@@ -34,6 +34,15 @@ pub fn repo_bases_above(
     out
 }
 
+/// Whether a protected name of `scope` at `base` lies strictly inside `grant` (a grant of
+/// `.git` holds `.git/hooks`): only then do that base's names need a look.
+pub fn names_below(base: &AbsPathBuf, scope: Scope, grant: &AbsPathBuf) -> bool {
+    PROTECTED_NAMES.iter().filter(|n| n.scope == scope).any(|n| {
+        let path = base.join(n.name);
+        path.starts_with(grant) && &path != grant
+    })
+}
+
 /// Refuses a write grant that is a protected name or lies inside one, unless that name is
 /// listed in `protected.writable`.
 pub fn refuse_protected_grant(

@@ -40,6 +40,7 @@
 #![deny(missing_docs)]
 
 mod backend;
+mod canonical;
 mod config;
 mod defaults;
 mod domain;

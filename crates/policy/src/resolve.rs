@@ -7,10 +7,11 @@
 //! a link are dropped (1006), and a write glob that matches nothing is reported once with
 //! the directory to grant instead (496).
 
-use std::collections::VecDeque;
 use std::ffi::{OsStr, OsString};
-use std::path::{Component, Path, PathBuf};
+use std::path::PathBuf;
 
+pub use crate::canonical::canonicalize;
+use crate::canonical::host_error;
 use crate::config::check_path_text;
 use crate::defaults::builtin_secret_entries;
 use crate::env::build_env;
@@ -77,79 +78,6 @@ enum Spelling {
     Absolute,
 }
 
-/// The most symlinks one path may pass through (as the kernel's `MAXSYMLINKS`).
-const MAX_LINK_HOPS: usize = 40;
-
-/// Canonicalizes `path` through the host, tolerating a missing tail. Returns the canonical
-/// path and the kind of what is there (`None` if some component is missing).
-pub fn canonicalize(host: &dyn Host, path: &Path) -> Result<(AbsPathBuf, Option<FileKind>)> {
-    let mut resolved = PathBuf::from("/");
-    let mut queue: VecDeque<OsString> = VecDeque::new();
-    push_components(&mut queue, path, 0);
-    let mut missing = false;
-    let mut hops = 0;
-    while let Some(name) = queue.pop_front() {
-        match name.as_encoded_bytes() {
-            b"/" => resolved = PathBuf::from("/"),
-            b"." => {}
-            b".." => {
-                resolved.pop();
-            }
-            _ => {
-                let candidate = resolved.join(&name);
-                if missing {
-                    resolved = candidate;
-                    continue;
-                }
-                match host.kind(&candidate).map_err(host_error)? {
-                    None => {
-                        missing = true;
-                        resolved = candidate;
-                    }
-                    Some(FileKind::Symlink) => {
-                        hops += 1;
-                        if hops > MAX_LINK_HOPS {
-                            return Err(Error::Host {
-                                path: DisplayBytes(path.as_os_str()).to_string(),
-                                message: "too many levels of symbolic links".to_owned(),
-                            });
-                        }
-                        let target = host.read_link(&candidate).map_err(host_error)?;
-                        push_components(&mut queue, &target, 0);
-                        if target.is_absolute() {
-                            // The target's root resets; the queue now starts with "/".
-                        }
-                    }
-                    Some(_) => resolved = candidate,
-                }
-            }
-        }
-    }
-    let abs = AbsPathBuf::new_lexical(&resolved).unwrap_or_else(AbsPathBuf::root);
-    let kind = if missing { None } else { host.kind(abs.as_path()).map_err(host_error)? };
-    Ok((abs, kind))
-}
-
-/// Pushes the components of `path` to the front of the queue, in order.
-fn push_components(queue: &mut VecDeque<OsString>, path: &Path, _depth: usize) {
-    let items: Vec<OsString> = path
-        .components()
-        .map(|c| match c {
-            Component::RootDir | Component::Prefix(_) => OsString::from("/"),
-            Component::CurDir => OsString::from("."),
-            Component::ParentDir => OsString::from(".."),
-            Component::Normal(n) => n.to_os_string(),
-        })
-        .collect();
-    for item in items.into_iter().rev() {
-        queue.push_front(item);
-    }
-}
-
-fn host_error(e: crate::host::HostError) -> Error {
-    Error::Host { path: DisplayBytes(e.path.as_os_str()).to_string(), message: e.message }
-}
-
 /// Resolves a policy. Diagnostics are notes for the user (dropped glob hits, a write glob
 /// that matched nothing); errors reject the whole policy.
 pub fn resolve(
@@ -177,6 +105,8 @@ struct Resolved {
     spelled_inside_project: bool,
     spelling: Spelling,
     text: String,
+    /// A glob's hit, not a path the entry named.
+    glob_hit: bool,
 }
 
 impl<'a> Resolver<'a> {
@@ -204,7 +134,7 @@ impl<'a> Resolver<'a> {
         for entry in &policy.allow.write {
             for r in self.entry_paths(entry, GlobKind::Write)? {
                 self.check_write(&r)?;
-                grants::refuse_protected_grant(
+                if let Err(refused) = grants::refuse_protected_grant(
                     self.host,
                     policy,
                     &r.path,
@@ -212,7 +142,17 @@ impl<'a> Resolver<'a> {
                     &r.text,
                     &self.project,
                     &self.home,
-                )?;
+                ) {
+                    // A glob's hit at a protected name is not granted; a named one is an error.
+                    if !r.glob_hit {
+                        return Err(refused);
+                    }
+                    self.note(
+                        &r.origin,
+                        &format!("{} is a protected name; the glob does not grant it", r.path),
+                    );
+                    continue;
+                }
                 if let Some(warning) =
                     grants::check_home_grant(policy, &r.path, &r.origin, &r.text, &self.home)?
                 {
@@ -508,29 +448,36 @@ impl<'a> Resolver<'a> {
             spelled_inside_project,
             spelling,
             text: shown.clone(),
+            glob_hit: false,
         };
-        if !spelled.forced_glob {
+        if !spelled.forced_glob && !spelling::looks_like_glob(&spelled.text) {
             let (path, found) = canonicalize(self.host, &anchored)?;
-            if found.is_some() || !spelling::looks_like_glob(&spelled.text) {
-                return Ok(vec![literal(path, found)]);
-            }
-            if let Some(whole) = &collapsed {
-                // `dir/**`: the directory itself.
-                let (whole_parts, _) = self.anchor_parts(whole);
-                let (path, found) = canonicalize(self.host, &whole_parts.path())?;
-                return Ok(vec![literal(path, found)]);
-            }
-            if glob::validate(&parts.split_glob().1).is_err() {
-                // Not a pattern at all: the literal path, which does not exist.
-                return Ok(vec![literal(path, found)]);
-            }
-        } else if let Some(whole) = &collapsed {
-            let (whole_parts, _) = self.anchor_parts(whole);
-            let (path, found) = canonicalize(self.host, &whole_parts.path())?;
             return Ok(vec![literal(path, found)]);
         }
         let (base_text, pattern) = parts.split_glob();
         let (base, base_kind) = canonicalize(self.host, &base_text)?;
+        if !spelled.forced_glob {
+            // Below a base that is missing the literal path is missing too (ten thousand
+            // such entries cost one lookup each, not two).
+            if base_kind.is_some() {
+                let (path, found) = canonicalize(self.host, &anchored)?;
+                if found.is_some() {
+                    return Ok(vec![literal(path, found)]);
+                }
+            }
+            if collapsed.is_none() && !glob::brackets_close(pattern.as_os_str().as_encoded_bytes())
+            {
+                // Not a pattern at all: the literal path, which does not exist.
+                let (path, found) = canonicalize(self.host, &anchored)?;
+                return Ok(vec![literal(path, found)]);
+            }
+        }
+        if let Some(whole) = &collapsed {
+            // `dir/**`: the directory itself.
+            let (whole_parts, _) = self.anchor_parts(whole);
+            let (path, found) = canonicalize(self.host, &whole_parts.path())?;
+            return Ok(vec![literal(path, found)]);
+        }
         self.globs.push(GlobRule {
             kind,
             base: base.clone(),
@@ -567,7 +514,7 @@ impl<'a> Resolver<'a> {
                 dropped += 1;
                 continue;
             }
-            out.push(literal(real, real_kind));
+            out.push(Resolved { glob_hit: true, ..literal(real, real_kind) });
         }
         if dropped > 0 {
             self.note(&entry.origin, &format!("{dropped} match(es) of `{shown}` leave {base} through a symlink and are not granted"));
@@ -632,7 +579,11 @@ impl<'a> Resolver<'a> {
                 bases.push((g.path.clone(), Scope::Repo));
             }
             // A grant below a work tree (`.git`, `.config`) holds its protected names too.
-            bases.extend(grants::repo_bases_above(self.host, &g.path, &self.project, &self.home));
+            bases.extend(
+                grants::repo_bases_above(self.host, &g.path, &self.project, &self.home)
+                    .into_iter()
+                    .filter(|(base, scope)| grants::names_below(base, *scope, &g.path)),
+            );
         }
         bases.sort();
         bases.dedup();

@@ -156,3 +156,21 @@ fn a_hidden_root_keeps_the_links_its_carve_outs_were_spelled_through() {
         "{exc:?}"
     );
 }
+
+#[test]
+fn a_glob_hit_at_a_protected_name_is_not_granted() {
+    let (r, notes) = run("[allow]\nwrite = [\"glob:.git/*\"]\n").unwrap();
+    assert!(!r.write.iter().any(|g| g.path.to_string().ends_with(".git/hooks")), "{:?}", r.write);
+    assert!(notes.iter().any(|n| n.contains(".git/hooks") && n.contains("protected")), "{notes:?}");
+}
+
+#[test]
+fn an_unclosed_bracket_is_no_glob() {
+    use crate::glob::brackets_close;
+    for ok in ["[ab]", "*.pem", "[]]x", "[!]]", "a\\[b", "x[a-z]/[0-9]*"] {
+        assert!(brackets_close(ok.as_bytes()), "{ok}");
+    }
+    for bad in ["open[bracket", "a[", "[!", "[]", "x/[a-z"] {
+        assert!(!brackets_close(bad.as_bytes()), "{bad}");
+    }
+}
