@@ -272,14 +272,20 @@ fn enter_rootfs(spec: &InitSpec) -> Result<()> {
     Ok(())
 }
 
-/// Binds `from` onto `to`, read-only when asked (a second, remounting call: a bind ignores
-/// `MS_RDONLY`).
+/// Binds `from` onto `to`, read-only (and nosuid, nodev) when asked: a second, remounting
+/// call, since a bind ignores those flags.
 fn bind(from: &Path, to: &Path, read_only: bool) -> Result<()> {
     let none: Option<&str> = None;
     mount(Some(from), to, none, MsFlags::MS_BIND | MsFlags::MS_REC, none)
         .with_context(|| format!("binding {} on {}", from.display(), to.display()))?;
     if read_only {
-        let flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
+        // nosuid and nodev too, as the host's suite hides strace: the sandbox's own mounts
+        // are checked for nosuid (PRC-06).
+        let flags = MsFlags::MS_BIND
+            | MsFlags::MS_REMOUNT
+            | MsFlags::MS_RDONLY
+            | MsFlags::MS_NOSUID
+            | MsFlags::MS_NODEV;
         mount(none, to, none, flags, none)
             .with_context(|| format!("making {} read-only", to.display()))?;
     }
