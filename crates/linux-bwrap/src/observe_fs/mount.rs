@@ -34,6 +34,19 @@ pub struct ObserverMount {
     sock: Arc<OwnedFd>,
 }
 
+/// Whether this thread holds `CAP_SYS_ADMIN` in its effective set (capget, version 3).
+fn has_sys_admin() -> bool {
+    const VERSION_3: u32 = 0x2008_0522;
+    let mut header: [u32; 2] = [VERSION_3, 0];
+    let mut data = [0u32; 6];
+    // SAFETY: capget writes two data words of version 3's layout into `data`, which is large
+    // enough; the header is valid.
+    let rc = unsafe { libc::syscall(libc::SYS_capget, header.as_mut_ptr(), data.as_mut_ptr()) };
+    // Data word 0 holds capabilities 0-31: effective first; CAP_SYS_ADMIN is 21.
+    const CAP_SYS_ADMIN: u32 = 21;
+    rc == 0 && data[0] & (1 << CAP_SYS_ADMIN) != 0
+}
+
 fn cstring(bytes: &[u8]) -> Result<CString, String> {
     CString::new(bytes).map_err(|_| "the path holds a NUL byte".to_owned())
 }
@@ -50,7 +63,9 @@ impl ObserverMount {
             return Err("the mount options are too long".to_owned());
         }
         Ok(ObserverMount {
-            root: uid == 0,
+            // Root without CAP_SYS_ADMIN (a container that drops it) mounts as a user would,
+            // in a user namespace of its own.
+            root: uid == 0 && has_sys_admin(),
             mount_dir: cstring(mount_dir.as_os_str().as_bytes())?,
             dev_fuse: cstring(super::DEV_FUSE.as_bytes())?,
             setgroups: cstring(b"/proc/self/setgroups")?,
