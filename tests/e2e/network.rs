@@ -320,10 +320,17 @@ fn local_port_case(name: &str, via_flag: bool) {
     } else {
         format!("{} serve:{granted}:6 &", probe_bin().display())
     };
-    // The task starts its server a moment late, serves another port too, and lives 6 s.
+    // The task starts its server a moment late, serves another port too, and lives 6 s. It
+    // says (`other-up`) once it reaches its own server on the other port: only then does the
+    // host's failure to reach that port prove anything.
+    let probe = probe_bin();
+    let probe = probe.display();
     let script = format!(
-        "sleep 0.5; {server} {} serve:{other}:6 >/dev/null; kill $! 2>/dev/null; true",
-        probe_bin().display()
+        "sleep 0.5; {server} py=$!; {probe} serve:{other}:6 >/dev/null & srv=$!; \
+         for i in $(seq 200); do \
+           if {probe} connect:127.0.0.1:{other} | grep -q '\"ok\":true'; then : > other-up; break; fi; \
+           sleep 0.05; \
+         done; wait $srv; kill $py 2>/dev/null; true"
     );
     let mut child = s
         .paddock()
@@ -333,7 +340,12 @@ fn local_port_case(name: &str, via_flag: bool) {
         .spawn()
         .unwrap();
     let got = host_get(granted, Duration::from_secs(10));
-    let other_reached = host_get(other, Duration::from_millis(10));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !s.project.join("other-up").exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(s.project.join("other-up").exists(), "the task's own server never answered it");
+    let other_reached = host_get(other, Duration::from_secs(1));
     let status = child.wait().unwrap();
     let mut err = String::new();
     child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
