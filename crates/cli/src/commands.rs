@@ -98,7 +98,8 @@ fn print_plan_text(out: &mut dyn Write, loaded: &Loaded, plan: &SpawnPlan) -> Re
     }
     writeln!(out, "hidden:")?;
     for a in &r.read_deny {
-        writeln!(out, "  {} ({})", a.path, a.origin)?;
+        let missing = if a.kind.is_none() { " [missing: masked on a placeholder]" } else { "" };
+        writeln!(out, "  {} ({}){missing}", a.path, a.origin)?;
         for e in &a.exceptions {
             writeln!(out, "    except {}{}", e.path, if e.writable { " (writable)" } else { "" })?;
         }
