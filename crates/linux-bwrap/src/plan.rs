@@ -138,6 +138,14 @@ impl Backend for LinuxBwrap {
                  so tools that read /proc fail; the host's /proc is never exposed"
                     .to_owned(),
             );
+            if let UnixSockets::Paths { .. } = policy.unix_sockets {
+                // The supervisor reaches a granted socket through `/proc/self/fd` and a
+                // relative address through `/proc/PID/cwd`: without them it cannot decide.
+                return Err(unsupported(
+                    "allow.unix-sockets (a list of paths) without a fresh /proc",
+                    "this nested host gives no fresh /proc, which path grants need; use                      `unix-sockets = true` or `false` here",
+                ));
+            }
             ProcMode::Masked
         } else {
             return Err(plan_error(

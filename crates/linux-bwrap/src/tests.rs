@@ -647,4 +647,11 @@ fn a_path_grant_binds_its_socket_passes_it_to_the_supervisor_and_keeps_datagrams
     let plan = LinuxBwrap.plan(&p, &task(), &facts()).unwrap();
     let sup = plan.payloads.iter().find(|p| p.name == "supervisor").unwrap();
     assert!(SupervisorPayload::from_bytes(&sup.bytes, 4).unwrap().unix_abstract_shared);
+    // Nested without a fresh /proc (weaker mode): refused, never run without the decisions.
+    p.weaker_when_nested = true;
+    let e = LinuxBwrap
+        .plan(&p, &task(), &HostFacts { fresh_proc: false, ..facts() })
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("allow.unix-sockets") && e.contains("fresh /proc"), "{e}");
 }

@@ -319,8 +319,11 @@ fn connect_for_task(
             let Some(absolute) = classify::absolute(pid, base.as_deref(), &path) else {
                 return refuse(libc::EACCES);
             };
-            let canonical = unix::canonical(&absolute);
-            match grants.target(&absolute, canonical.as_deref()) {
+            // The path as spelled first (the common case, one lookup fewer), then resolved.
+            let target = grants
+                .target(&absolute, None)
+                .or_else(|| grants.target(&absolute, unix::canonical(&absolute).as_deref()));
+            match target {
                 Some(Ok(target)) => Now(
                     Some(
                         unix::connect_path(&sock, &target.path)
