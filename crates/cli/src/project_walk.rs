@@ -60,7 +60,10 @@ pub fn depth_names(policy: &Policy) -> Vec<OsString> {
 fn cache_file(root: &Path) -> Option<PathBuf> {
     #[cfg(target_os = "linux")]
     {
-        Some(crate::walk_cache::file_for(&crate::runtime_dir::base().join("walks"), root))
+        Some(crate::walk_cache::file_for(
+            &crate::runtime_dir::base().join(crate::walk_cache::WALKS_DIR),
+            root,
+        ))
     }
     #[cfg(not(target_os = "linux"))]
     {

@@ -323,7 +323,10 @@ enum RunState {
 }
 
 fn run_state(entry: &std::fs::DirEntry) -> RunState {
-    if entry.file_name() == crate::spares::SPARES_DIR || entry.file_name() == POOL_DIR {
+    if entry.file_name() == crate::spares::SPARES_DIR
+        || entry.file_name() == POOL_DIR
+        || entry.file_name() == crate::walk_cache::WALKS_DIR
+    {
         return RunState::Other;
     }
     let Ok(meta) = std::fs::symlink_metadata(entry.path()) else { return RunState::Other };

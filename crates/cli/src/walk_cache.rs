@@ -16,6 +16,9 @@ use paddock_policy::FileKind;
 
 use crate::walk::{DirRecord, Stamp};
 
+/// The directory of the runtime base that holds the records (never swept as a run's).
+pub const WALKS_DIR: &str = "walks";
+
 const MAGIC: &[u8; 8] = b"PDKWALK1";
 /// The largest cache file read (a project of millions of directories is walked instead).
 const MAX_BYTES: u64 = 256 << 20;
@@ -218,5 +221,22 @@ mod tests {
         std::fs::write(&file, bytes).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(read(&file, b"/p", 7), None, "a truncated file is not trusted");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_sweep_of_the_runtime_base_keeps_the_records() {
+        let dir = crate::runtime_dir::base().join(WALKS_DIR);
+        let file = file_for(&dir, Path::new("/paddock-sweep-test"));
+        write(&file, b"/paddock-sweep-test", 1, &[]);
+        assert!(file.exists(), "written");
+        // Older than a minute, with no lock file: what the sweep takes for a dead run's dir.
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(600);
+        std::fs::File::open(&dir)
+            .and_then(|d| d.set_times(std::fs::FileTimes::new().set_modified(old)))
+            .unwrap_or_else(|e| panic!("{e}"));
+        crate::runtime_dir::sweep_stale(None);
+        assert!(file.exists(), "the sweep removed the walk's records");
+        let _ = std::fs::remove_file(&file);
     }
 }

@@ -50,8 +50,9 @@ pub fn repo_surface(host: &dyn Host, work_tree: &AbsPathBuf) -> Vec<SurfaceItem>
                 git_dirs.push(dir);
             }
         }
+        // A link cannot be kept read-only as a link (its target, the whole git dir, would
+        // be): the git dir it leads to gets its surface protected instead.
         Ok(Some(FileKind::Symlink)) => {
-            out.push(item(dot_git.clone(), ".git", false, false));
             if let Ok((real, Some(FileKind::Dir))) = canonicalize(host, dot_git.as_path()) {
                 git_dirs.push(real);
             }
