@@ -243,8 +243,24 @@ pub fn require_root(what: &str) -> bool {
     let root = unsafe { libc::geteuid() } == 0;
     if !root {
         skip(format!("{what} needs root"), Some(Fact::Unprivileged));
+        return false;
     }
-    root
+    if !has_sys_admin() {
+        skip(format!("{what} needs root's CAP_SYS_ADMIN"), Some(Fact::NoSysAdmin));
+        return false;
+    }
+    true
+}
+
+/// Whether this process holds `CAP_SYS_ADMIN` in its effective set (`/proc/self/status`).
+pub fn has_sys_admin() -> bool {
+    const CAP_SYS_ADMIN: u32 = 21;
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .is_some_and(|caps| caps & (1 << CAP_SYS_ADMIN) != 0)
 }
 
 /// Whether the OS sandbox is here. Skips loudly, or panics when OS tests are required.

@@ -469,6 +469,18 @@ fn host_bwrap() -> &'static str {
     ["/usr/bin/bwrap", "/usr/local/bin/bwrap"].into_iter().find(|p| Path::new(p).exists()).unwrap()
 }
 
+/// The host's bwrap as a tool of the test (a mount namespace to hide something in): root
+/// without `CAP_SYS_ADMIN` (a container that drops it) needs a user namespace for that, as
+/// a user does, and bwrap run by uid 0 does not make one unless told.
+fn host_bwrap_tool() -> std::process::Command {
+    let mut cmd = std::process::Command::new(host_bwrap());
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } == 0 && !has_sys_admin() {
+        cmd.arg("--unshare-user");
+    }
+    cmd
+}
+
 #[test]
 fn no_bwrap_exits_125_and_runs_nothing_pol12a() {
     if !require_os_sandbox() {
@@ -480,7 +492,7 @@ fn no_bwrap_exits_125_and_runs_nothing_pol12a() {
     plant_helpers(&dirs, &marker);
     let ran = s.project.join("RAN");
     // A private mount namespace in which /usr/bin, /usr/local/bin and /bin/bwrap are gone.
-    let out = std::process::Command::new(host_bwrap())
+    let out = host_bwrap_tool()
         .args(["--dev-bind", "/", "/", "--tmpfs", "/usr/bin", "--tmpfs", "/usr/local/bin"])
         .args(["--tmpfs", "/usr/sbin", "--"])
         .arg(paddock_bin())
@@ -591,7 +603,7 @@ fn no_strace_keeps_the_walls_and_says_so_pol12d() {
     let report = s.root.join("report.json");
     let key = s.home.join(".ssh/id_canary");
     let run = |extra: &[&str]| {
-        std::process::Command::new(host_bwrap())
+        host_bwrap_tool()
             .args(["--dev-bind", "/", "/", "--ro-bind", "/dev/null", "/usr/bin/strace", "--"])
             .arg(paddock_bin())
             .arg("run")

@@ -504,6 +504,7 @@ fn run_in_container(
         (!scenario.fuse, Fact::FuseHidden),
         (scenario.block_userns, Fact::UsernsUnavailable),
         (scenario.block_landlock, Fact::LandlockUnavailable),
+        (scenario.drop_sys_admin && !suite.unprivileged, Fact::NoSysAdmin),
     ] {
         if on {
             facts.push(fact);

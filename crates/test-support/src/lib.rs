@@ -64,11 +64,14 @@ pub enum Fact {
     LandlockUnavailable,
     /// No Rust toolchain where the pass runs (a container image of the matrix).
     ToolchainAbsent,
+    /// The pass runs as root without `CAP_SYS_ADMIN` (the matrix's `root-no-caps`): tests
+    /// whose own set-up needs root's capabilities (labs) cannot make it.
+    NoSysAdmin,
 }
 
 impl Fact {
     /// Every fact, for parsing.
-    pub const ALL: [Fact; 7] = [
+    pub const ALL: [Fact; 8] = [
         Fact::StraceHidden,
         Fact::FuseHidden,
         Fact::Unprivileged,
@@ -76,6 +79,7 @@ impl Fact {
         Fact::UsernsUnavailable,
         Fact::LandlockUnavailable,
         Fact::ToolchainAbsent,
+        Fact::NoSysAdmin,
     ];
 
     /// The name a pass lists in [`FACTS_ENV`].
@@ -88,6 +92,7 @@ impl Fact {
             Fact::UsernsUnavailable => "userns-unavailable",
             Fact::LandlockUnavailable => "landlock-unavailable",
             Fact::ToolchainAbsent => "toolchain-absent",
+            Fact::NoSysAdmin => "no-sys-admin",
         }
     }
 
