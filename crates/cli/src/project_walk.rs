@@ -58,18 +58,10 @@ pub fn depth_names(policy: &Policy) -> Vec<OsString> {
 
 /// Where the walk's records are kept between runs.
 fn cache_file(root: &Path) -> Option<PathBuf> {
-    #[cfg(target_os = "linux")]
-    {
-        Some(crate::walk_cache::file_for(
-            &crate::runtime_dir::base().join(crate::walk_cache::WALKS_DIR),
-            root,
-        ))
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        let _ = root;
-        None
-    }
+    Some(crate::walk_cache::file_for(
+        &crate::runtime_dir::base().join(crate::walk_cache::WALKS_DIR),
+        root,
+    ))
 }
 
 /// Walks the project and adds the walls for what it finds to `resolved`. `None` when the
