@@ -179,7 +179,9 @@ fn protected_names_below_the_root_are_read_only_and_their_creation_is_reported()
     std::fs::write(p.join("pkg/.vscode/settings.json"), "{}\n").unwrap();
     std::fs::write(p.join("dotfiles/bash/bashrc"), "orig\n").unwrap();
     std::os::unix::fs::symlink("../dotfiles/bash/bashrc", p.join("stow/.bashrc")).unwrap();
-    let script = "echo x >> sub/.bashrc; echo x > pkg/.vscode/settings.json; echo x >> stow/.bashrc; mkdir -p new && echo x > new/.bashrc; echo done";
+    std::fs::create_dir_all(p.join("stow2")).unwrap();
+    std::os::unix::fs::symlink("../dotfiles/bash/bashrc", p.join("stow2/.bashrc")).unwrap();
+    let script = "echo x >> sub/.bashrc; echo x > pkg/.vscode/settings.json; echo x >> stow/.bashrc; mkdir -p new && echo x > new/.bashrc; rm stow2/.bashrc && echo x > stow2/.bashrc; echo done";
     let (report, out) = run(&s, &[], script);
     assert!(String::from_utf8_lossy(&out.stdout).contains("done"), "{out:?}");
     assert_eq!(std::fs::read_to_string(p.join("sub/.bashrc")).unwrap(), "orig\n");
@@ -189,6 +191,8 @@ fn protected_names_below_the_root_are_read_only_and_their_creation_is_reported()
     let created = find(&report, "write", &p.join("new/.bashrc"))
         .unwrap_or_else(|| panic!("the creation of new/.bashrc is not reported: {report:#}"));
     assert_eq!(created["syscall"], "create");
+    // A link made again as a file: reported as a creation too.
+    assert!(find(&report, "write", &p.join("stow2/.bashrc")).is_some(), "{report:#}");
     if require_itemizer() {
         for path in ["sub/.bashrc", "pkg/.vscode/settings.json"] {
             assert!(find(&report, "write", &p.join(path)).is_some(), "{path}: {report:#}");

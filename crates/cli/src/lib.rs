@@ -43,7 +43,7 @@ pub mod observe;
 pub mod placeholders;
 #[cfg(target_os = "linux")]
 pub mod prespawn;
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 pub mod project_walk;
 pub mod propose;
 pub mod report;
@@ -55,7 +55,7 @@ pub mod spares;
 pub mod supervise;
 #[cfg(target_os = "linux")]
 pub mod trace;
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 pub mod walk;
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 pub mod walk_cache;

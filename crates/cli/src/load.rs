@@ -25,7 +25,7 @@ pub struct Loaded {
     /// The task's working directory (canonical).
     pub cwd: AbsPathBuf,
     /// The walk of the project at start, for the one after the run.
-    #[cfg(unix)]
+    #[cfg(target_os = "linux")]
     pub scanned: Option<crate::project_walk::Scanned>,
 }
 
@@ -65,7 +65,7 @@ pub fn load_with(args: &PolicyArgs, foreign: Vec<PathBuf>) -> Result<Loaded> {
     let (mut resolved, more) = resolve(&policy, &ctx, &host)?;
     notes.extend(more);
     // Nested repositories and protected names below the root (`project_walk`).
-    #[cfg(unix)]
+    #[cfg(target_os = "linux")]
     let scanned = crate::project_walk::scan(&policy, &mut resolved, &host, &mut notes)?;
     let cwd = paddock_policy::canonicalize(&host, &cwd)?.0;
     Ok(Loaded {
@@ -73,7 +73,7 @@ pub fn load_with(args: &PolicyArgs, foreign: Vec<PathBuf>) -> Result<Loaded> {
         notes,
         config,
         cwd,
-        #[cfg(unix)]
+        #[cfg(target_os = "linux")]
         scanned,
     })
 }

@@ -5,7 +5,7 @@
 //! The project is walked only when it is writable (inside a directory write grant): else
 //! the task can change nothing there. `protected.depth = "root"` looks for `.git` alone.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -22,7 +22,8 @@ pub struct Scanned {
     root: PathBuf,
     names: Names,
     cache: Option<PathBuf>,
-    before: HashSet<PathBuf>,
+    /// What the walk found before the task, with its kind.
+    before: HashMap<PathBuf, FileKind>,
     depth: ProtectedDepth,
     new_repositories: NewRepositories,
     /// The project's own `.git` was missing: its placeholder is no new repository.
@@ -58,18 +59,10 @@ pub fn depth_names(policy: &Policy) -> Vec<OsString> {
 
 /// Where the walk's records are kept between runs.
 fn cache_file(root: &Path) -> Option<PathBuf> {
-    #[cfg(target_os = "linux")]
-    {
-        Some(crate::walk_cache::file_for(
-            &crate::runtime_dir::base().join(crate::walk_cache::WALKS_DIR),
-            root,
-        ))
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        let _ = root;
-        None
-    }
+    Some(crate::walk_cache::file_for(
+        &crate::runtime_dir::base().join(crate::walk_cache::WALKS_DIR),
+        root,
+    ))
 }
 
 /// Walks the project and adds the walls for what it finds to `resolved`. `None` when the
@@ -112,7 +105,7 @@ pub fn scan(
         matches!(&p.state, ProtectedState::Missing { first_missing } if *first_missing == root_git)
     });
     Ok(Some(Scanned {
-        before: w.hits.iter().map(|h: &Hit| h.path.clone()).collect(),
+        before: w.hits.iter().map(|h: &Hit| (h.path.clone(), h.kind)).collect(),
         dirs: w.dirs,
         listed: w.listed,
         root,
@@ -130,7 +123,9 @@ pub fn after_run(s: &Scanned) -> (Vec<Violation>, Vec<String>) {
     let w = walk(&s.root, &s.names, s.cache.as_deref());
     let mut violations = Vec::new();
     let mut lines = Vec::new();
-    for hit in w.hits.iter().filter(|h| !s.before.contains(&h.path)) {
+    // New, or of another kind than before: a link that was a protected name below the root,
+    // removed and made again as a file, is not protected by its target's walls any more.
+    for hit in w.hits.iter().filter(|h| s.before.get(&h.path) != Some(&h.kind)) {
         let (Some(parent), Some(name)) = (hit.path.parent(), hit.path.file_name()) else {
             continue;
         };
