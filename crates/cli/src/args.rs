@@ -25,7 +25,8 @@ pub enum Command {
     Run(RunArgs),
     /// Print the resolved policy and the plan for PROGRAM without running it.
     Plan(PlanArgs),
-    /// Probe the host: what paddock can enforce and itemize here, and how to fix what is missing.
+    /// Probe the host: what paddock can enforce and itemize here, and how to fix what is missing
+    /// (with `--project`: a project under its policy instead).
     Check(CheckArgs),
     /// Run PROGRAM traced under a permissive policy and propose a `paddock.toml` for it.
     Learn(LearnArgs),
