@@ -56,6 +56,12 @@ pub fn protect_found(
         adder.add(path, name, false)?;
     }
     adder.finish();
+    // `allow.git-config` lifts the project's own repository config here too: the walk
+    // finds that repository like any other.
+    if adder.resolved.git_config {
+        let project = adder.resolved.project_dir.clone();
+        crate::git_config::lift(host, &project, &mut adder.resolved.protected);
+    }
     Ok(adder.notes)
 }
 
