@@ -155,6 +155,16 @@ fn a_run_keeps_its_walls_or_refuses_with_the_reason() {
         assert!(!s.project.join("inside.txt").exists(), "nothing ran");
         return;
     }
+    if scenario == "old-bwrap" && !is_root() {
+        assert_eq!(out.status.code(), Some(125), "{}", shown(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("too old") && err.contains("0.8.0"),
+            "the refusal must say why: {err}"
+        );
+        assert!(!s.project.join("inside.txt").exists(), "nothing ran");
+        return;
+    }
     assert_eq!(out.status.code(), Some(3), "{}", shown(&out));
     assert!(s.project.join("inside.txt").exists(), "the project is writable: {}", shown(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);

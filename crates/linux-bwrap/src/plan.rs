@@ -115,6 +115,16 @@ impl Backend for LinuxBwrap {
         // Without user namespaces an unprivileged bwrap can create no namespace at all, so
         // its fresh /proc fails too: the cause to name is the user namespaces.
         if !facts.user_namespaces {
+            let old_bwrap = facts.bwrap_version.filter(|v| *v < (0, 8, 0));
+            if let (true, Some((a, b, c))) = (facts.uid != 0, old_bwrap) {
+                // The probe asks for a user namespace with --disable-userns, which older
+                // bubblewraps do not know: the cause is the version, not the kernel.
+                return Err(plan_error(format!(
+                    "bubblewrap {a}.{b}.{c} is too old: paddock needs 0.8.0 or newer \
+                     (--disable-userns) to run without root; upgrade bubblewrap and run \
+                     `paddock check`"
+                )));
+            }
             if facts.uid != 0 {
                 return Err(plan_error(
                     "user namespaces are not available, and bubblewrap needs them when not run as root; \

@@ -376,6 +376,13 @@ fn refuses_what_it_cannot_enforce() {
     f.fresh_proc = false;
     let why = refused(policy(), f);
     assert!(why.contains("user namespaces are not available"), "{why}");
+    // With a bubblewrap older than 0.8 the probe's --disable-userns is what failed: the
+    // refusal names the version and the upgrade (found by the matrix, old-bwrap).
+    let mut f = facts();
+    f.user_namespaces = false;
+    f.bwrap_version = Some((0, 4, 1));
+    let why = refused(policy(), f);
+    assert!(why.contains("bubblewrap 0.4.1 is too old") && why.contains("0.8.0"), "{why}");
 }
 
 #[test]
