@@ -509,6 +509,7 @@ fn run_in_container(
         (scenario.block_userns, Fact::UsernsUnavailable),
         (scenario.block_landlock, Fact::LandlockUnavailable),
         (scenario.drop_sys_admin && !suite.unprivileged, Fact::NoSysAdmin),
+        (scenario.name == "old-bwrap", Fact::OldBwrap),
     ] {
         if on {
             facts.push(fact);

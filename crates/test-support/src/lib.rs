@@ -67,11 +67,14 @@ pub enum Fact {
     /// The pass runs as root without `CAP_SYS_ADMIN` (the matrix's `root-no-caps`): tests
     /// whose own set-up needs root's capabilities (labs) cannot make it.
     NoSysAdmin,
+    /// bubblewrap is older than 0.8 (the matrix's `old-bwrap`): tests that use it as a tool
+    /// with `--disable-userns` cannot.
+    OldBwrap,
 }
 
 impl Fact {
     /// Every fact, for parsing.
-    pub const ALL: [Fact; 8] = [
+    pub const ALL: [Fact; 9] = [
         Fact::StraceHidden,
         Fact::FuseHidden,
         Fact::Unprivileged,
@@ -80,6 +83,7 @@ impl Fact {
         Fact::LandlockUnavailable,
         Fact::ToolchainAbsent,
         Fact::NoSysAdmin,
+        Fact::OldBwrap,
     ];
 
     /// The name a pass lists in [`FACTS_ENV`].
@@ -93,6 +97,7 @@ impl Fact {
             Fact::LandlockUnavailable => "landlock-unavailable",
             Fact::ToolchainAbsent => "toolchain-absent",
             Fact::NoSysAdmin => "no-sys-admin",
+            Fact::OldBwrap => "old-bwrap",
         }
     }
 
