@@ -10,6 +10,7 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 use crate::harness::{Scratch, require_itemizer, require_os_sandbox};
+use crate::violations::run;
 
 fn have_git() -> bool {
     let ok = Command::new("git").arg("--version").output().is_ok_and(|o| o.status.success());
@@ -38,22 +39,6 @@ fn git(dir: &Path, args: &[&str]) -> Output {
         .args(args)
         .output()
         .unwrap()
-}
-
-fn run(s: &Scratch, flags: &[&str], script: &str) -> (Value, Output) {
-    let report = s.root.join("report.json");
-    let _ = std::fs::remove_file(&report);
-    let out = s
-        .paddock()
-        .arg("run")
-        .arg("--report")
-        .arg(&report)
-        .args(flags)
-        .args(["--", "sh", "-c", script])
-        .output()
-        .unwrap();
-    let text = std::fs::read(&report).unwrap_or_else(|_| panic!("no report: {out:?}"));
-    (serde_json::from_slice(&text).unwrap(), out)
 }
 
 fn find<'a>(report: &'a Value, kind: &str, path: &Path) -> Option<&'a Value> {

@@ -17,7 +17,7 @@ fn read_syscall() -> &'static str {
 }
 
 /// Runs `paddock run FLAGS -- sh -c SCRIPT` with a report; returns the report and output.
-fn run(s: &Scratch, flags: &[&str], script: &str) -> (Value, Output) {
+pub fn run(s: &Scratch, flags: &[&str], script: &str) -> (Value, Output) {
     let report = s.root.join("report.json");
     let _ = std::fs::remove_file(&report);
     let out = s

@@ -89,7 +89,8 @@ enum Children {
     Unlistable,
 }
 
-fn kind_of(t: std::fs::FileType) -> FileKind {
+/// The kind a directory entry's or `lstat`'s file type names (a link is a link).
+pub(crate) fn kind_of(t: std::fs::FileType) -> FileKind {
     if t.is_symlink() {
         FileKind::Symlink
     } else if t.is_dir() {

@@ -26,6 +26,7 @@ use std::sync::{Arc, Mutex};
 
 use paddock_policy::FileKind;
 
+use crate::host::kind_of;
 use crate::walk_cache;
 
 /// The most entries one walk visits; a larger project is walked this far, with a note.
@@ -125,18 +126,6 @@ pub struct Walk {
     pub cached: bool,
     /// Whether the walk stopped at [`MAX_ENTRIES`].
     pub truncated: bool,
-}
-
-fn kind_of(t: std::fs::FileType) -> FileKind {
-    if t.is_symlink() {
-        FileKind::Symlink
-    } else if t.is_dir() {
-        FileKind::Dir
-    } else if t.is_file() {
-        FileKind::File
-    } else {
-        FileKind::Other
-    }
 }
 
 fn now_secs() -> i64 {

@@ -8,8 +8,7 @@
 //! another project or of other names is ignored: the walk is then done in full. It is
 //! written to a temporary name and renamed into place.
 
-use std::io::Write as _;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use paddock_policy::FileKind;
@@ -181,17 +180,7 @@ pub fn write(file: &Path, root: &[u8], digest: u64, records: &[DirRecord]) {
         Ok(m) if m.is_dir() && m.uid() == euid && m.permissions().mode() & 0o022 == 0 => {}
         _ => return,
     }
-    let tmp = file.with_extension(format!("tmp{}", std::process::id()));
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&tmp)
-        .and_then(|mut f| f.write_all(&out));
-    if written.is_err() || std::fs::rename(&tmp, file).is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
+    let _ = paddock_linux_bwrap::probe::replace_private_file(file, &out);
 }
 
 #[cfg(test)]

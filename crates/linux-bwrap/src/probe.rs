@@ -190,8 +190,6 @@ fn read_cache() -> Option<HostFacts> {
 }
 
 fn write_cache(facts: &HostFacts) {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
     let Some(path) = cache_path() else { return };
     if !(facts.fresh_proc && facts.user_namespaces) {
         // A negative probe invalidates what an earlier one cached.
@@ -205,7 +203,15 @@ fn write_cache(facts: &HostFacts) {
         facts.strace_seccomp_bpf,
         facts.observe
     );
-    // Written beside and renamed over, so a reader never sees half a file.
+    let _ = replace_private_file(&path, text.as_bytes());
+}
+
+/// Writes `bytes` to a new mode-0600 file beside `path` (never through a link) and renames
+/// it over `path`, so that a reader never sees half a file; the temporary file is removed
+/// when either step fails. For the caches paddock keeps in directories of its own.
+pub fn replace_private_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
     let written = std::fs::OpenOptions::new()
         .write(true)
@@ -213,12 +219,12 @@ fn write_cache(facts: &HostFacts) {
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
         .open(&tmp)
-        .and_then(|mut f| f.write_all(text.as_bytes()));
-    if written.is_ok() {
-        let _ = std::fs::rename(&tmp, &path);
-    } else {
+        .and_then(|mut f| f.write_all(bytes))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
+    written
 }
 
 /// Says how paddock and the executables that run as the sandbox's supervisor are linked.
