@@ -111,12 +111,14 @@ fn main() -> anyhow::Result<()> {
     std::thread::sleep(Duration::from_secs(3));
 
     let policy = paddock_policy::default_policy();
-    let names = paddock::walk::Names::new(paddock::project_walk::depth_names(&policy));
+    let names = paddock_linux_bwrap::runtime::walk::Names::new(
+        paddock_linux_bwrap::runtime::project_walk::depth_names(&policy),
+    );
     let cache_dir = target.join("scale-bench/cache");
     let _ = std::fs::remove_dir_all(&cache_dir);
-    let cache = paddock::walk_cache::file_for(&cache_dir, &root);
+    let cache = paddock_linux_bwrap::runtime::walk_cache::file_for(&cache_dir, &root);
 
-    let first = paddock::walk::walk(&root, &names, None);
+    let first = paddock_linux_bwrap::runtime::walk::walk(&root, &names, None);
     let repos = first.hits.iter().filter(|h| h.path.ends_with(".git")).count();
     println!(
         "walk found {} .git ({} nested), {} protected names below the root, in {} directories",
@@ -126,13 +128,13 @@ fn main() -> anyhow::Result<()> {
         first.dirs
     );
     let (full, full_cpu) = median_cpu(|| {
-        let w = paddock::walk::walk(&root, &names, None);
+        let w = paddock_linux_bwrap::runtime::walk::walk(&root, &names, None);
         assert_eq!(w.hits.len(), first.hits.len());
     });
     let _ = std::fs::remove_file(&cache);
-    let _ = paddock::walk::walk(&root, &names, Some(&cache));
+    let _ = paddock_linux_bwrap::runtime::walk::walk(&root, &names, Some(&cache));
     let (cached, cached_cpu) = median_cpu(|| {
-        let w = paddock::walk::walk(&root, &names, Some(&cache));
+        let w = paddock_linux_bwrap::runtime::walk::walk(&root, &names, Some(&cache));
         assert!(w.cached && w.listed == 0, "{w:?}");
         assert_eq!(w.hits.len(), first.hits.len());
     });
@@ -140,7 +142,7 @@ fn main() -> anyhow::Result<()> {
     let touched = root.join("src07/mod03/new-file");
     let one_changed = median(|| {
         std::fs::write(&touched, b"").ok();
-        let w = paddock::walk::walk(&root, &names, Some(&cache));
+        let w = paddock_linux_bwrap::runtime::walk::walk(&root, &names, Some(&cache));
         std::fs::remove_file(&touched).ok();
         assert!(w.cached);
     });
@@ -196,11 +198,11 @@ fn main() -> anyhow::Result<()> {
     }
     std::fs::write(small.join("src/main.rs"), b"fn main() {}\n")?;
     let small = small.canonicalize()?;
-    let small_cache = paddock::walk_cache::file_for(&cache_dir, &small);
+    let small_cache = paddock_linux_bwrap::runtime::walk_cache::file_for(&cache_dir, &small);
     std::thread::sleep(Duration::from_secs(3));
-    let _ = paddock::walk::walk(&small, &names, Some(&small_cache));
+    let _ = paddock_linux_bwrap::runtime::walk::walk(&small, &names, Some(&small_cache));
     let small_cached = median(|| {
-        let w = paddock::walk::walk(&small, &names, Some(&small_cache));
+        let w = paddock_linux_bwrap::runtime::walk::walk(&small, &names, Some(&small_cache));
         assert!(w.cached);
     });
     // A run's placeholders change the project root: it is listed again and the records
@@ -208,7 +210,7 @@ fn main() -> anyhow::Result<()> {
     let marker = small.join(".bashrc");
     let small_root_changed = median(|| {
         std::fs::write(&marker, b"").ok();
-        let w = paddock::walk::walk(&small, &names, Some(&small_cache));
+        let w = paddock_linux_bwrap::runtime::walk::walk(&small, &names, Some(&small_cache));
         std::fs::remove_file(&marker).ok();
         assert!(w.cached);
     });

@@ -64,10 +64,13 @@ struct PlanOutput<'a> {
 pub fn plan(args: &PlanArgs) -> Result<u8> {
     let loaded = load(&args.policy)?;
     let command = if args.command.is_empty() { vec!["true".into()] } else { args.command.clone() };
-    let runtime_dir = crate::runtime_dir::planned_path();
+    let runtime_dir = paddock_linux_bwrap::runtime::runtime_dir::planned_path();
     let facts = facts_for(args.policy.backend);
     let mut t = task(&loaded, &command, runtime_dir)?;
-    t.observe = crate::observe::choose(itemize_mode(&args.policy, &loaded)?, &facts).0.observes();
+    t.observe =
+        paddock_linux_bwrap::runtime::observe::choose(itemize_mode(&args.policy, &loaded)?, &facts)
+            .0
+            .observes();
     let plan = backend(args.policy.backend).plan(&loaded.resolved, &t, &facts)?;
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -157,7 +160,10 @@ fn check_project(args: &CheckArgs, dir: &std::path::Path) -> Result<u8> {
     let policy_args =
         PolicyArgs { project: Some(dir), config: args.config.clone(), ..PolicyArgs::default() };
     let loaded = load(&policy_args)?;
-    let findings = crate::hardlinks::find(&loaded.resolved, crate::hardlinks::MAX_WALK);
+    let findings = paddock_linux_bwrap::runtime::hardlinks::find(
+        &loaded.resolved,
+        paddock_linux_bwrap::runtime::hardlinks::MAX_WALK,
+    );
     if args.json {
         println!("{}", serde_json::to_string_pretty(&findings)?);
         return Ok(u8::from(!findings.linked.is_empty()));
@@ -165,7 +171,7 @@ fn check_project(args: &CheckArgs, dir: &std::path::Path) -> Result<u8> {
     for n in &loaded.notes {
         println!("note {:<18} {n}", "policy");
     }
-    Ok(crate::hardlinks::print(&findings))
+    Ok(paddock_linux_bwrap::runtime::hardlinks::print(&findings))
 }
 
 /// `paddock check`.
@@ -224,25 +230,30 @@ fn itemize_mode(args: &PolicyArgs, loaded: &Loaded) -> Result<paddock_policy::It
 /// once, planned again without them, itemized by strace if it is here.
 #[allow(clippy::too_many_arguments)]
 fn run_itemized(
-    mechanism: crate::observe::Mechanism,
+    mechanism: paddock_linux_bwrap::runtime::observe::Mechanism,
     plan: &SpawnPlan,
     loaded: &Loaded,
     t: &Task,
     facts: &HostFacts,
     args: &RunArgs,
-    opts: &crate::supervise::RunOptions,
-    runtime: &crate::runtime_dir::RuntimeDir,
-) -> Result<crate::trace::Ran> {
-    use crate::observe::Mechanism as M;
+    opts: &paddock_linux_bwrap::runtime::supervise::RunOptions,
+    runtime: &paddock_linux_bwrap::runtime::runtime_dir::RuntimeDir,
+) -> Result<paddock_linux_bwrap::runtime::strace::Ran> {
+    use paddock_linux_bwrap::runtime::observe::Mechanism as M;
     use std::borrow::Cow;
     let dir = Some(runtime.path().as_path());
     let (plan, trace) = match mechanism {
         M::Observe => {
-            if let Some(ran) = crate::observe::run(plan, &loaded.resolved, opts, dir)? {
+            if let Some(ran) =
+                paddock_linux_bwrap::runtime::observe::run(plan, &loaded.resolved, opts, dir)?
+            {
                 return Ok(ran);
             }
             // What `auto` picks on a host without the observers.
-            let (trace, _) = crate::trace::choose(paddock_policy::ItemizeMode::Auto, facts);
+            let (trace, _) = paddock_linux_bwrap::runtime::strace::choose(
+                paddock_policy::ItemizeMode::Auto,
+                facts,
+            );
             eprintln!(
                 "paddock: note: {}",
                 if trace.is_some() {
@@ -257,24 +268,24 @@ fn run_itemized(
         M::Strace(o) => (Cow::Borrowed(plan), Some(o)),
         M::Off => (Cow::Borrowed(plan), None),
     };
-    let run = crate::trace::Run {
+    let run = paddock_linux_bwrap::runtime::strace::Run {
         plan: &plan,
         policy: &loaded.resolved,
         cwd: &loaded.cwd,
         opts,
         runtime_dir: dir,
     };
-    crate::trace::run(run, trace.as_ref())
+    Ok(paddock_linux_bwrap::runtime::strace::run(run, trace.as_ref())?)
 }
 
-/// A bwrap started now for the run's plan ([`crate::prespawn`]), when the flag or
+/// A bwrap started now for the run's plan ([`paddock_linux_bwrap::runtime::prespawn`]), when the flag or
 /// `PADDOCK_ITEMIZE` says the run is not itemized or is itemized by strace attached to the
 /// supervisor (the observers and strace around bwrap spawn it their own way), and bwrap is
 /// here. `None` otherwise, or when it cannot be started (the spawn then says why).
-fn prespawn_for(args: &PolicyArgs) -> Option<crate::prespawn::Prespawned> {
+fn prespawn_for(args: &PolicyArgs) -> Option<paddock_linux_bwrap::runtime::prespawn::Prespawned> {
     // One started from the raw command line, before it was parsed: the one this run uses
     // when the parsed one wants one (and it is the bwrap the probe found), else killed.
-    let early = crate::prespawn::take_early();
+    let early = paddock_linux_bwrap::runtime::prespawn::take_early();
     if args.backend == Some(BackendArg::MacosSeatbelt) {
         return None;
     }
@@ -285,7 +296,7 @@ fn prespawn_for(args: &PolicyArgs) -> Option<crate::prespawn::Prespawned> {
     let bwrap = paddock_linux_bwrap::probe::facts().bwrap.and_then(AbsPathBuf::new_lexical)?;
     match early {
         Some(pre) if pre.program() == &bwrap => Some(pre),
-        _ => crate::prespawn::Prespawned::start(&bwrap).ok(),
+        _ => paddock_linux_bwrap::runtime::prespawn::Prespawned::start(&bwrap).ok(),
     }
 }
 
@@ -301,7 +312,7 @@ fn prespawns(mode: Option<paddock_policy::ItemizeMode>) -> bool {
     use paddock_policy::ItemizeMode;
     match mode {
         Some(ItemizeMode::Off) => true,
-        Some(ItemizeMode::Strace) => crate::attach::enabled(),
+        Some(ItemizeMode::Strace) => paddock_linux_bwrap::runtime::attach::enabled(),
         _ => false,
     }
 }
@@ -316,7 +327,7 @@ pub fn prespawn_early(argv: &[std::ffi::OsString]) {
     if prespawns(early_itemize_mode(argv, itemize_env))
         && let Some(bwrap) = paddock_linux_bwrap::probe::trusted_bwrap()
     {
-        crate::prespawn::start_early(&bwrap);
+        paddock_linux_bwrap::runtime::prespawn::start_early(&bwrap);
     }
 }
 
@@ -354,19 +365,21 @@ pub fn run(args: &RunArgs) -> Result<u8> {
     // Locked before resolution: a run that may take another's placeholder for the user's
     // file is then alive when that run decides whether to remove it
     // (`runtime_dir::release_placeholders`).
-    let runtime = crate::runtime_dir::RuntimeDir::create_with_tmp(false).with_context(|| {
-        format!(
-            "cannot create the task's runtime directory under {} (`paddock check` says why)",
-            crate::runtime_dir::base().display()
-        )
-    })?;
+    let runtime = paddock_linux_bwrap::runtime::runtime_dir::RuntimeDir::create_with_tmp(false)
+        .with_context(|| {
+            format!(
+                "cannot create the task's runtime directory under {} (`paddock check` says why)",
+                paddock_linux_bwrap::runtime::runtime_dir::base().display()
+            )
+        })?;
     // Sweep before resolution: a killed run's placeholders should be gone before resolution
     // looks at the project, or they would be taken for the user's own files.
     let own = Some(runtime.path().as_path());
-    let foreign = crate::runtime_dir::sweep_stale(own);
-    let loaded = crate::runtime_dir::resolve_settled(own, foreign, |foreign| {
-        crate::load::load_with(&args.policy, foreign)
-    })?;
+    let foreign = paddock_linux_bwrap::runtime::runtime_dir::sweep_stale(own);
+    let loaded =
+        paddock_linux_bwrap::runtime::runtime_dir::resolve_settled(own, foreign, |foreign| {
+            crate::load::load_with(&args.policy, foreign)
+        })?;
     for n in &loaded.notes {
         eprintln!("paddock: note: {n}");
     }
@@ -376,7 +389,7 @@ pub fn run(args: &RunArgs) -> Result<u8> {
         runtime.make_tmp().context("cannot create the task's tmp directory")?;
     }
     let (mechanism, itemize_note) =
-        crate::observe::choose(itemize_mode(&args.policy, &loaded)?, &facts);
+        paddock_linux_bwrap::runtime::observe::choose(itemize_mode(&args.policy, &loaded)?, &facts);
     let mut t = task(&loaded, &args.command, runtime.path().clone())?;
     t.observe = mechanism.observes();
     let plan = backend(args.policy.backend).plan(&loaded.resolved, &t, &facts)?;
@@ -389,23 +402,24 @@ pub fn run(args: &RunArgs) -> Result<u8> {
         .context("cannot write the task's runtime directory")?;
     // Host ends of port grants and the egress proxy: a busy port fails here, before the
     // task starts. They stop with the task (or with this process: the sweep takes sockets).
-    let bridges = crate::bridges::Bridges::start(&plan, &loaded.resolved)?;
+    let bridges =
+        paddock_linux_bwrap::runtime::host_bridges::Bridges::start(&plan, &loaded.resolved)?;
     let timeout = match args.timeout {
         Some(s) if s.is_finite() && s > 0.0 => Some(Duration::from_secs_f64(s)),
         Some(s) => bail!("--timeout {s}: give a positive number of seconds"),
         None => None,
     };
-    let opts = crate::supervise::RunOptions {
+    let opts = paddock_linux_bwrap::runtime::supervise::RunOptions {
         timeout,
         grace: Duration::from_secs(2),
         capture: false,
         inherit: bridges.inherited(),
-        prespawned: crate::prespawn::PrespawnSlot::new(prespawned),
+        prespawned: paddock_linux_bwrap::runtime::prespawn::PrespawnSlot::new(prespawned),
     };
     if let Some(note) = itemize_note {
         eprintln!("paddock: note: {note}");
     }
-    let links = crate::links::ProtectedLinks::record(&loaded.resolved);
+    let links = paddock_linux_bwrap::runtime::links::ProtectedLinks::record(&loaded.resolved);
     let ran = run_itemized(mechanism, &plan, &loaded, &t, &facts, args, &opts, &runtime)?;
     for line in links.changed() {
         eprintln!("paddock: warning: {line}");
@@ -414,7 +428,7 @@ pub fn run(args: &RunArgs) -> Result<u8> {
     let proxied = bridges.has_proxy();
     let refused = bridges.stop(&loaded.resolved);
     drop(runtime);
-    for line in crate::appeared::appeared(&loaded.resolved) {
+    for line in paddock_linux_bwrap::runtime::appeared::appeared(&loaded.resolved) {
         eprintln!("paddock: note: {line}");
     }
     let (outcome, itemized_by) = (ran.outcome, ran.itemized_by.or(proxied.then_some("proxy")));
@@ -423,7 +437,7 @@ pub fn run(args: &RunArgs) -> Result<u8> {
     // What the task created that git or a shell would run: the walk again, through its
     // cache (only the directories that changed are listed).
     if let Some(scanned) = &loaded.scanned {
-        let (created, lines) = crate::project_walk::after_run(scanned);
+        let (created, lines) = paddock_linux_bwrap::runtime::project_walk::after_run(scanned);
         reported.extend(created);
         for line in lines {
             eprintln!("paddock: {line}");

@@ -22,13 +22,13 @@ use paddock_policy::{
 use paddock_strace_parse::{Denial, Event, Return};
 
 use crate::args::LearnArgs;
-use crate::classify::{
+use crate::propose::{Learned, propose};
+use paddock_linux_bwrap::runtime::classify::{
     Classifier, inet_target, is_write_intent, sandbox_owned, unix_socket_refused,
 };
-use crate::host::RealHost;
-use crate::propose::{Learned, propose};
-use crate::supervise::{RunOptions, run_plan_with};
-use crate::trace::{Observer, Reader};
+use paddock_linux_bwrap::runtime::host::RealHost;
+use paddock_linux_bwrap::runtime::strace::{Observer, Reader};
+use paddock_linux_bwrap::runtime::supervise::{RunOptions, run_plan_with};
 
 /// The observer of a learning run.
 #[derive(Debug)]
@@ -101,9 +101,10 @@ impl Observer for Learner {
 /// `paddock learn`.
 pub fn learn(args: &LearnArgs) -> Result<u8> {
     // Locked before resolution (see `commands::run`).
-    let runtime = crate::runtime_dir::RuntimeDir::create()
+    let runtime = paddock_linux_bwrap::runtime::runtime_dir::RuntimeDir::create()
         .context("cannot create the task's runtime directory")?;
-    let foreign = crate::runtime_dir::sweep_stale(Some(runtime.path().as_path()));
+    let foreign =
+        paddock_linux_bwrap::runtime::runtime_dir::sweep_stale(Some(runtime.path().as_path()));
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let project = match &args.project {
         Some(p) if p.is_absolute() => p.clone(),
@@ -124,9 +125,14 @@ pub fn learn(args: &LearnArgs) -> Result<u8> {
     let env: Vec<_> = std::env::vars_os().collect();
     let ctx = Context::new(project, home).with_env(env);
     let own = Some(runtime.path().as_path());
-    let (resolved, _) = crate::runtime_dir::resolve_settled(own, foreign, |foreign| {
-        resolve(&policy, &ctx, &crate::host::CachedHost::with_foreign(foreign))
-    })?;
+    let (resolved, _) =
+        paddock_linux_bwrap::runtime::runtime_dir::resolve_settled(own, foreign, |foreign| {
+            resolve(
+                &policy,
+                &ctx,
+                &paddock_linux_bwrap::runtime::host::CachedHost::with_foreign(foreign),
+            )
+        })?;
     // Before the spawn, as `paddock run` does: what it binds stays while it lives.
     runtime.record_uses_of(&resolved).context("cannot write the task's runtime directory")?;
     let facts = paddock_linux_bwrap::probe::facts();
@@ -162,14 +168,14 @@ pub fn learn(args: &LearnArgs) -> Result<u8> {
     };
     let dir = Some(runtime.path().as_path());
     // strace attached to the supervisor (bwrap's setup untraced), else strace around bwrap.
-    let attached = if crate::attach::enabled() {
+    let attached = if paddock_linux_bwrap::runtime::attach::enabled() {
         let observer = |pid| {
             learner(
                 Classifier::new(resolved.clone(), RealHost, task_cwd.as_path())
                     .gated_on_supervisor(pid),
             )
         };
-        crate::attach::run_observed(&plan, &strace, observer, &opts, dir)?
+        paddock_linux_bwrap::runtime::attach::run_observed(&plan, &strace, observer, &opts, dir)?
     } else {
         None
     };

@@ -11,7 +11,7 @@ use paddock_policy::{
 };
 
 use crate::args::PolicyArgs;
-use crate::host::CachedHost;
+use paddock_linux_bwrap::runtime::host::CachedHost;
 
 /// A policy ready to plan from, with what the user should be told about it.
 #[derive(Debug)]
@@ -26,7 +26,7 @@ pub struct Loaded {
     pub cwd: AbsPathBuf,
     /// The walk of the project at start, for the one after the run.
     #[cfg(target_os = "linux")]
-    pub scanned: Option<crate::project_walk::Scanned>,
+    pub scanned: Option<paddock_linux_bwrap::runtime::project_walk::Scanned>,
 }
 
 /// Reads the config (or the default), lays the flags over it and resolves it.
@@ -66,7 +66,12 @@ pub fn load_with(args: &PolicyArgs, foreign: Vec<PathBuf>) -> Result<Loaded> {
     notes.extend(more);
     // Nested repositories and protected names below the root (`project_walk`).
     #[cfg(target_os = "linux")]
-    let scanned = crate::project_walk::scan(&policy, &mut resolved, &host, &mut notes)?;
+    let scanned = paddock_linux_bwrap::runtime::project_walk::scan(
+        &policy,
+        &mut resolved,
+        &host,
+        &mut notes,
+    )?;
     let cwd = paddock_policy::canonicalize(&host, &cwd)?.0;
     Ok(Loaded {
         resolved,

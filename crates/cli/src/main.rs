@@ -91,7 +91,7 @@ fn run() -> u8 {
         Err(e) => {
             // A bwrap started for a `run` that is not one after all goes first.
             #[cfg(target_os = "linux")]
-            drop(paddock::prespawn::take_early());
+            drop(paddock_linux_bwrap::runtime::prespawn::take_early());
             let code = if e.use_stderr() { paddock::commands::EXIT_PADDOCK_ERROR } else { 0 };
             let _ = e.print();
             return code;

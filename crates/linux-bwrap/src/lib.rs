@@ -52,6 +52,7 @@ pub mod payload;
 mod plan;
 #[cfg(target_os = "linux")]
 pub mod probe;
+pub mod runtime;
 pub mod seccomp;
 pub mod seccomp_query;
 #[cfg(all(test, target_os = "linux"))]
@@ -68,7 +69,7 @@ pub mod vfork;
 #[cfg(test)]
 mod walls_tests;
 
-pub use error::Error;
+pub use error::{Context, Error};
 
 /// Runs the hidden subcommand `args[1]` names ([`SUPERVISE_SUBCOMMAND`], the strace shim's
 /// [`trace::SHIM_SUBCOMMAND`]), if it names one, and returns the process's exit code. The

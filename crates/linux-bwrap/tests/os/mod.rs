@@ -11,8 +11,8 @@ use std::os::fd::IntoRawFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use paddock::supervise::{RunOptions, RunOutcome, run_plan_in};
 use paddock_linux_bwrap::LinuxBwrap;
+use paddock_linux_bwrap::runtime::supervise::{RunOptions, RunOutcome, run_plan_in};
 use paddock_policy::{
     AbsPathBuf, Backend, DenyAnchor, Exception, FileKind, HostFacts, IgnoreRules, ItemizeMode,
     NetworkPolicy, Origin, ProtectedPath, ProtectedState, ReportScope, ResolvedPolicy, SpawnPlan,
@@ -353,7 +353,7 @@ impl Scratch {
         probe_args: &[&str],
         timeout: Option<Duration>,
     ) -> RunOutcome {
-        let runtime = paddock::runtime_dir::RuntimeDir::create().unwrap();
+        let runtime = paddock_linux_bwrap::runtime::runtime_dir::RuntimeDir::create().unwrap();
         let plan = self.plan(policy, runtime.path().as_path(), probe_args);
         let opts = RunOptions {
             timeout,
@@ -543,7 +543,7 @@ fn exit_codes_follow_the_shell() {
     let outcome = s.run_outcome(&p, &["exit", "7"], None);
     assert_eq!(outcome.exit_code, 7);
     assert!(outcome.max_rss_kib > 0 && outcome.cpu_time > Duration::ZERO, "rusage: {outcome:?}");
-    let runtime = paddock::runtime_dir::RuntimeDir::create().unwrap();
+    let runtime = paddock_linux_bwrap::runtime::runtime_dir::RuntimeDir::create().unwrap();
     let opts = RunOptions {
         timeout: None,
         grace: Duration::from_millis(200),
@@ -594,7 +594,7 @@ fn sigterm_to_the_runner_reaches_the_task_politely() {
         // SAFETY: SIGTERM to this process, which `run_plan_in` catches while it runs.
         unsafe { libc::kill(i32::try_from(runner).unwrap(), libc::SIGTERM) };
     });
-    let runtime = paddock::runtime_dir::RuntimeDir::create().unwrap();
+    let runtime = paddock_linux_bwrap::runtime::runtime_dir::RuntimeDir::create().unwrap();
     let plan = s.plan(&s.policy(), runtime.path().as_path(), &["sleep"]);
     let opts = RunOptions {
         timeout: None,
@@ -616,7 +616,7 @@ fn sigterm_to_the_runner_reaches_the_task_politely() {
 
 fn a_corrupt_filter_fails_closed() {
     let s = Scratch::new("sec08");
-    let runtime = paddock::runtime_dir::RuntimeDir::create().unwrap();
+    let runtime = paddock_linux_bwrap::runtime::runtime_dir::RuntimeDir::create().unwrap();
     let target = s.proj.join("RAN");
     let mut plan =
         s.plan(&s.policy(), runtime.path().as_path(), &["write", target.to_str().unwrap()]);

@@ -10,8 +10,8 @@ use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use paddock::supervise::{RunOptions, RunOutcome, run_plan_with};
 use paddock_linux_bwrap::notify::{NotifyRecord, RecordKind, read_records};
+use paddock_linux_bwrap::runtime::supervise::{RunOptions, RunOutcome, run_plan_with};
 use paddock_linux_bwrap::{LinuxBwrap, RECORD_FD};
 use paddock_policy::{Backend, ResolvedPolicy, Task};
 
@@ -94,7 +94,7 @@ fn observe_program(
     role: &str,
     args: &[&str],
 ) -> Observed {
-    let runtime = paddock::runtime_dir::RuntimeDir::create().unwrap();
+    let runtime = paddock_linux_bwrap::runtime::runtime_dir::RuntimeDir::create().unwrap();
     let task = Task {
         program: std::env::current_exe().unwrap().into_os_string(),
         args: std::iter::once(role).chain(args.iter().copied()).map(OsString::from).collect(),
@@ -104,7 +104,8 @@ fn observe_program(
     };
     let plan = LinuxBwrap.plan(policy, &task, &facts()).unwrap();
     // The host ends of port grants, as the CLI starts them.
-    let bridges = paddock::bridges::Bridges::start(&plan, policy).unwrap();
+    let bridges =
+        paddock_linux_bwrap::runtime::host_bridges::Bridges::start(&plan, policy).unwrap();
     let (read, write) = std::io::pipe().unwrap();
     let reader = std::thread::spawn(move || {
         let mut records = Vec::new();
@@ -382,15 +383,15 @@ fn run_under_listener() -> i32 {
 /// runner does): writes under it are the observer's to record, not the notifier's, while a
 /// write elsewhere is still recorded. Needs `/dev/fuse` (skips loudly without it).
 fn observe_leaves_fuse_anchors_to_the_observer() {
-    use paddock::exec::{self, Output};
     use paddock_linux_bwrap::observe_fs;
+    use paddock_linux_bwrap::runtime::exec::{self, Output};
     if let Err(e) = std::fs::OpenOptions::new().read(true).write(true).open(observe_fs::DEV_FUSE) {
         paddock_test_support::skip_test("observe_leaves_fuse_anchors_to_the_observer", e, None);
         return;
     }
     let s = Scratch::new("nfuse");
     let p = s.policy(); // with the home anchor
-    let runtime = paddock::runtime_dir::RuntimeDir::create().unwrap();
+    let runtime = paddock_linux_bwrap::runtime::runtime_dir::RuntimeDir::create().unwrap();
     let home = s.home.to_str().unwrap();
     let elsewhere = outside("fuse");
     let ops = [

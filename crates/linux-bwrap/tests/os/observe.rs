@@ -11,8 +11,8 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use paddock::exec::{self, Output, Spawned};
 use paddock_linux_bwrap::observe_fs::{self, FsOp, FsRecord};
+use paddock_linux_bwrap::runtime::exec::{self, Output, Spawned};
 use paddock_linux_bwrap::{LinuxBwrap, RECORD_FD};
 use paddock_policy::{Backend, SpawnPlan, Task};
 
@@ -74,7 +74,7 @@ pub(super) fn observer_records_hidden_lookups_listings_and_writes() {
         return;
     }
     let s = Scratch::new("observe");
-    let runtime = paddock::runtime_dir::RuntimeDir::create().unwrap();
+    let runtime = paddock_linux_bwrap::runtime::runtime_dir::RuntimeDir::create().unwrap();
     let home = s.home.to_str().unwrap().to_owned();
     let exe = std::env::current_exe().unwrap();
     let exe = exe.to_str().unwrap();
@@ -234,7 +234,7 @@ pub(super) fn kill_9_of_the_runner_leaves_no_observer_behind() {
 pub(super) fn run_observed_sleep(args: &[OsString]) -> i32 {
     let marker = args.first().and_then(|a| a.to_str()).unwrap_or("osleep");
     let s = Scratch::new(marker);
-    let runtime = paddock::runtime_dir::RuntimeDir::create().unwrap();
+    let runtime = paddock_linux_bwrap::runtime::runtime_dir::RuntimeDir::create().unwrap();
     let home = s.home.to_str().unwrap().to_owned();
     let script = format!("test -e {home}/.x; sleep 600; : {marker}");
     let plan = observe_plan(&s, runtime.path().as_path(), &script);
@@ -265,7 +265,7 @@ pub(super) fn run_script(args: &[OsString]) -> i32 {
     let name = args.get(1).and_then(|a| a.to_str()).unwrap_or("script");
     let script = args.get(2).and_then(|a| a.to_str()).unwrap_or("true");
     let s = Scratch::new(name);
-    let runtime = paddock::runtime_dir::RuntimeDir::create().unwrap();
+    let runtime = paddock_linux_bwrap::runtime::runtime_dir::RuntimeDir::create().unwrap();
     let plan = shell_plan(&s, runtime.path().as_path(), script, observe);
     let opened = plan.observer.as_ref().map(|o| observe_fs::open(o).unwrap());
     let (record_w, _drain) = record_pipe();
@@ -292,7 +292,7 @@ pub(super) fn finish_without_a_mount_returns_at_once() {
         return;
     }
     let s = Scratch::new("ofinish");
-    let runtime = paddock::runtime_dir::RuntimeDir::create().unwrap();
+    let runtime = paddock_linux_bwrap::runtime::runtime_dir::RuntimeDir::create().unwrap();
     let plan = observe_plan(&s, runtime.path().as_path(), "true");
     let observer = plan.observer.clone().unwrap();
     // The spawn never happens (or fails before the mount): the serving thread, waiting for

@@ -14,17 +14,18 @@ use std::path::Path;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
-use paddock_linux_bwrap::trace::{TraceOptions, wrap};
+use crate::error::Context;
+use crate::runtime::Result;
+use crate::trace::{TraceOptions, wrap};
 use paddock_policy::{
     AbsPathBuf, HostFacts, ItemizeMode, ReportFilter, ResolvedPolicy, SpawnPlan, Violation,
     ViolationSet,
 };
 use paddock_strace_parse::{Event, EventKind, Parser, Record};
 
-use crate::classify::Classifier;
-use crate::host::RealHost;
-use crate::supervise::{RunOptions, RunOutcome, run_plan_in, run_plan_with};
+use crate::runtime::classify::Classifier;
+use crate::runtime::host::RealHost;
+use crate::runtime::supervise::{RunOptions, RunOutcome, run_plan_in, run_plan_with};
 
 /// What looks at each event of a trace.
 pub trait Observer: Send + 'static {
@@ -330,14 +331,14 @@ impl Violations {
     pub fn new(policy: ResolvedPolicy, cwd: &Path) -> Violations {
         Violations {
             classifier: Classifier::new(policy, RealHost, cwd)
-                .gated(paddock_linux_bwrap::SUPERVISOR_PATH.as_bytes()),
+                .gated(crate::SUPERVISOR_PATH.as_bytes()),
             reported: ViolationSet::new(),
             silent: 0,
         }
     }
 
     /// An observer for a trace of strace inside the sandbox, whose command is the shim (see
-    /// [`crate::inside`]).
+    /// [`crate::runtime::inside`]).
     pub fn inside(policy: ResolvedPolicy, cwd: &Path) -> Violations {
         Violations {
             classifier: Classifier::new(policy, RealHost, cwd).gated_on_shim(),
@@ -347,7 +348,7 @@ impl Violations {
     }
 
     /// An observer for a trace attached to the supervisor whose pid `supervisor` will hold
-    /// before the trace begins (see [`crate::attach`]).
+    /// before the trace begins (see [`crate::runtime::attach`]).
     pub fn attached(
         policy: ResolvedPolicy,
         cwd: &Path,
@@ -431,17 +432,17 @@ pub struct Ran {
 
 /// Runs `plan` with nobody tracing it: started by `paddock-supervisor-nolibc` when that is
 /// next to paddock and the plan needs nothing else of a supervisor
-/// (`paddock_linux_bwrap::nolibc`), else as planned.
+/// (`crate::nolibc`), else as planned.
 fn run_untraced(
     plan: &SpawnPlan,
     opts: &RunOptions,
     runtime_dir: Option<&Path>,
 ) -> Result<RunOutcome> {
-    let without_libc = (plan.backend == paddock_linux_bwrap::BACKEND_NAME)
-        .then(|| paddock_linux_bwrap::probe::facts().supervisor_nolibc_exe)
+    let without_libc = (plan.backend == crate::BACKEND_NAME)
+        .then(|| crate::probe::facts().supervisor_nolibc_exe)
         .flatten()
         .and_then(AbsPathBuf::new_lexical)
-        .and_then(|exe| paddock_linux_bwrap::nolibc::without_libc(plan, &exe));
+        .and_then(|exe| crate::nolibc::without_libc(plan, &exe));
     run_plan_in(without_libc.as_ref().unwrap_or(plan), opts, runtime_dir)
 }
 
@@ -460,14 +461,14 @@ pub fn run(run: Run<'_>, trace: Option<&TraceOptions>) -> Result<Ran> {
     let path_grants = matches!(policy.unix_sockets, paddock_policy::UnixSockets::Paths { .. });
     if topts.seccomp_bpf
         && !path_grants
-        && crate::inside::enabled()
-        && let Some(ran) = crate::inside::run(run, topts)?
+        && crate::runtime::inside::enabled()
+        && let Some(ran) = crate::runtime::inside::run(run, topts)?
     {
         return Ok(ran);
     }
     if !topts.seccomp_bpf
-        && crate::attach::enabled()
-        && let Some(ran) = crate::attach::run(run, topts)?
+        && crate::runtime::attach::enabled()
+        && let Some(ran) = crate::runtime::attach::run(run, topts)?
     {
         return Ok(ran);
     }

@@ -23,12 +23,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
-use paddock_linux_bwrap::trace::{TraceOptions, attach, attach_options, tracer_pid};
+use crate::error::Context;
+use crate::runtime::{Result, bail};
+use crate::trace::{TraceOptions, attach, attach_options, tracer_pid};
 use paddock_policy::{AbsPathBuf, SpawnPlan};
 
-use crate::supervise::{RunOptions, RunOutcome, pidfd_kill, pidfd_open, run_plan_attached};
-use crate::trace::{Observer, Ran, Reader, Run, Violations};
+use crate::runtime::strace::{Observer, Ran, Reader, Run, Violations};
+use crate::runtime::supervise::{
+    RunOptions, RunOutcome, pidfd_kill, pidfd_open, run_plan_attached,
+};
 
 /// `PADDOCK_STRACE_ATTACH=0` runs bwrap under strace in the `strace` mode too, as
 /// `--seccomp-bpf` tracing always does: to compare the two, or where attaching misbehaves.
@@ -122,10 +125,10 @@ pub fn run(run: Run<'_>, topts: &TraceOptions) -> Result<Option<Ran>> {
     Ok(Some(Ran { outcome: ran.outcome, itemized_by: itemized.then_some("strace"), violations }))
 }
 
-/// Starts `strace -p pid` writing its log to `log` (see [`crate::exec::spawn_tracer`]).
+/// Starts `strace -p pid` writing its log to `log` (see [`crate::runtime::exec::spawn_tracer`]).
 fn start_strace(strace: &AbsPathBuf, pid: u32, log: OwnedFd) -> Result<Child> {
     let args = attach_options(pid, format!("/proc/self/fd/{}", log.as_raw_fd()).as_ref());
-    crate::exec::spawn_tracer(strace, &args, log)
+    crate::runtime::exec::spawn_tracer(strace, &args, log)
 }
 
 /// Waits until `/proc/PID/status` names `strace` as the tracer, or strace ends.
@@ -178,8 +181,7 @@ fn watch(strace: &Child, supervisor: u32, died: Arc<AtomicBool>) -> Result<()> {
 
 /// Reaps strace, which ends with its last tracee; one that does not is killed.
 fn end(strace: &mut Child) {
-    if let Ok(pidfd) = i32::try_from(strace.id()).map_err(anyhow::Error::from).and_then(pidfd_open)
-    {
+    if let Ok(pidfd) = i32::try_from(strace.id()).map_err(crate::Error::from).and_then(pidfd_open) {
         let mut fd = libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
         let ms = libc::c_int::try_from(END_LIMIT.as_millis()).unwrap_or(2000);
         // SAFETY: one valid pollfd; readable once strace has exited.

@@ -129,7 +129,7 @@ impl Spares {
     /// The spares in `base` (made private there if missing).
     pub fn list(base: &Path) -> Spares {
         let dir = base.join(SPARES_DIR);
-        if crate::runtime_dir::ensure_private_dir(&dir).is_err() {
+        if crate::runtime::runtime_dir::ensure_private_dir(&dir).is_err() {
             return Spares::none();
         }
         let mut out = Spares::none();

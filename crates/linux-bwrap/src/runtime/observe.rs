@@ -1,14 +1,14 @@
 //! `--itemize observe`: itemized denials without strace, from two observers that cost
 //! nothing where no denial can happen.
 //!
-//! - The observer filesystem ([`paddock_linux_bwrap::observe_fs`]), served here for the
+//! - The observer filesystem ([`crate::observe_fs`]), served here for the
 //!   task's lifetime and mounted in place of each deny anchor, records every attempt to find,
 //!   list or change what an anchor hides (a *read* denial, or a *write* one for changes).
-//! - The supervisor's notification filter ([`paddock_linux_bwrap::notify`]) sees write-intent
+//! - The supervisor's notification filter ([`crate::notify`]) sees write-intent
 //!   calls, `connect` and `socket(AF_UNIX)` inside the sandbox and sends a record up the
 //!   record pipe for each one the walls will refuse.
 //!
-//! Both produce [`Violation`]s of the same shape as the strace path (`crate::trace`), filtered
+//! Both produce [`Violation`]s of the same shape as the strace path (`crate::runtime::strace`), filtered
 //! by the same [`ReportFilter`]. The mounts, the network namespace and the seccomp filter stay
 //! the walls: except for `socket(AF_UNIX)` (which the supervisor refuses after recording it,
 //! failing closed if it cannot), the observers only watch.
@@ -21,18 +21,19 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
-use paddock_linux_bwrap::notify::{NotifyRecord, RecordKind};
-use paddock_linux_bwrap::observe_fs::{FsOp, FsRecord, ObserverMount};
-use paddock_linux_bwrap::trace::TraceOptions;
+use crate::error::Context;
+use crate::notify::{NotifyRecord, RecordKind};
+use crate::observe_fs::{FsOp, FsRecord, ObserverMount};
+use crate::runtime::Result;
+use crate::trace::TraceOptions;
 use paddock_policy::{
     HostFacts, ItemizeMode, ReportFilter, ResolvedPolicy, SpawnPlan, Violation, ViolationKind,
     ViolationSet,
 };
 
-use crate::classify::sandbox_owned;
-use crate::supervise::RunOptions;
-use crate::trace::Ran;
+use crate::runtime::classify::sandbox_owned;
+use crate::runtime::strace::Ran;
+use crate::runtime::supervise::RunOptions;
 
 /// The name a report gives this mechanism (`"itemized_by"`).
 pub const ITEMIZED_BY: &str = "observe";
@@ -67,7 +68,7 @@ pub const OBSERVERS_ENV: &str = "PADDOCK_OBSERVERS";
 /// asked for.
 pub fn choose(mode: ItemizeMode, facts: &HostFacts) -> (Mechanism, Option<String>) {
     let observe = facts.observe && std::env::var_os(OBSERVERS_ENV).is_none_or(|v| v != "0");
-    let strace = |mode| match crate::trace::choose(mode, facts) {
+    let strace = |mode| match crate::runtime::strace::choose(mode, facts) {
         (Some(t), note) => (Mechanism::Strace(t), note),
         (None, note) => (Mechanism::Off, note),
     };
@@ -103,7 +104,7 @@ pub fn run(
     runtime_dir: Option<&Path>,
 ) -> Result<Option<Ran>> {
     let observer = plan.observer.as_ref().context("the plan has no observers")?;
-    let (mount, server) = match paddock_linux_bwrap::observe_fs::open(observer) {
+    let (mount, server) = match crate::observe_fs::open(observer) {
         Ok(pair) => pair,
         Err(e) => {
             eprintln!("paddock: note: the observers could not start: {e}");
@@ -139,7 +140,7 @@ pub fn run(
     let outcome = match spawned {
         Ok(outcome) => outcome,
         Err(e) if is_mount_failure(&e) => {
-            eprintln!("paddock: note: the observers could not start: {e:#}");
+            eprintln!("paddock: note: the observers could not start: {e}");
             return Ok(None);
         }
         Err(e) => return Err(e),
@@ -170,25 +171,25 @@ fn run_observed(
     runtime_dir: Option<&Path>,
     record_tx: OwnedFd,
     mount: &ObserverMount,
-) -> Result<crate::supervise::RunOutcome> {
-    crate::supervise::run_plan_observed(
+) -> Result<crate::runtime::supervise::RunOutcome> {
+    crate::runtime::supervise::run_plan_observed(
         plan,
         opts,
         runtime_dir,
-        vec![(record_tx, paddock_linux_bwrap::RECORD_FD)],
+        vec![(record_tx, crate::RECORD_FD)],
         Some(mount),
     )
 }
 
 /// A spawn that failed in the child before bwrap ran (the observer's mount): the task never
 /// started, so running it another way is safe.
-fn is_mount_failure(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| c.is::<crate::exec::SpawnFailed>())
+fn is_mount_failure(e: &crate::Error) -> bool {
+    e.is_spawn_failure()
 }
 
 fn collect_notified(read: OwnedFd) -> Seen {
     let mut seen = Seen::default();
-    let malformed = paddock_linux_bwrap::notify::read_records(File::from(read), |r| {
+    let malformed = crate::notify::read_records(File::from(read), |r| {
         if let Some(v) = from_notify(&r) {
             seen.add(v);
         }

@@ -19,7 +19,8 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use crate::error::Context;
+use crate::runtime::Result;
 use paddock_policy::{BridgeSpec, ReportFilter, ResolvedPolicy, SpawnPlan, Violation};
 use paddock_portbridge::{
     Proxy, ProxyOptions, Refusal, RefusalReason, RelayHandle, RelayOptions, SystemResolver,
@@ -79,7 +80,7 @@ impl Bridges {
 
     /// The descriptors the sandbox must inherit (see [`RunOptions::inherit`]).
     ///
-    /// [`RunOptions::inherit`]: crate::supervise::RunOptions::inherit
+    /// [`RunOptions::inherit`]: crate::runtime::supervise::RunOptions::inherit
     pub fn inherited(&self) -> Vec<(Arc<OwnedFd>, RawFd)> {
         self.inherited.clone()
     }

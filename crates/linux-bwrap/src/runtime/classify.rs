@@ -11,7 +11,7 @@
 //!   hold in place (a pinned directory, a deny anchor, a protected path: mount points).
 //! - A **unix-socket denial** is `EPERM` from a `socket(AF_UNIX, ...)` or
 //!   `socketpair(AF_UNIX, ...)` that the seccomp filter refuses under this policy (asked of
-//!   the filter's own rules, [`paddock_linux_bwrap::seccomp_query`], never restated here).
+//!   the filter's own rules, [`crate::seccomp_query`], never restated here).
 //! - A **network denial** is a `connect` to an internet address that failed because the
 //!   network is not granted (`ENETUNREACH`, `EHOSTUNREACH`, `EACCES`, `EPERM`).
 //!
@@ -26,8 +26,8 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use paddock_linux_bwrap::seccomp::FilterOptions;
-use paddock_linux_bwrap::seccomp_query;
+use crate::seccomp::FilterOptions;
+use crate::seccomp_query;
 use paddock_policy::{
     AbsPathBuf, FileKind, Host, NetworkPolicy, ResolvedPolicy, Violation, ViolationKind,
 };

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use paddock_policy::FileKind;
 
-use crate::walk::{DirRecord, Stamp};
+use crate::runtime::walk::{DirRecord, Stamp};
 
 /// The directory of the runtime base that holds the records (never swept as a run's).
 pub const WALKS_DIR: &str = "walks";
@@ -180,7 +180,7 @@ pub fn write(file: &Path, root: &[u8], digest: u64, records: &[DirRecord]) {
         Ok(m) if m.is_dir() && m.uid() == euid && m.permissions().mode() & 0o022 == 0 => {}
         _ => return,
     }
-    let _ = paddock_linux_bwrap::probe::replace_private_file(file, &out);
+    let _ = crate::probe::replace_private_file(file, &out);
 }
 
 #[cfg(test)]
@@ -215,7 +215,7 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn the_sweep_of_the_runtime_base_keeps_the_records() {
-        let dir = crate::runtime_dir::base().join(WALKS_DIR);
+        let dir = crate::runtime::runtime_dir::base().join(WALKS_DIR);
         let file = file_for(&dir, Path::new("/paddock-sweep-test"));
         write(&file, b"/paddock-sweep-test", 1, &[]);
         assert!(file.exists(), "written");
@@ -224,7 +224,7 @@ mod tests {
         std::fs::File::open(&dir)
             .and_then(|d| d.set_times(std::fs::FileTimes::new().set_modified(old)))
             .unwrap_or_else(|e| panic!("{e}"));
-        crate::runtime_dir::sweep_stale(None);
+        crate::runtime::runtime_dir::sweep_stale(None);
         assert!(file.exists(), "the sweep removed the walk's records");
         let _ = std::fs::remove_file(&file);
     }

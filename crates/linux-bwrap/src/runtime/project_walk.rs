@@ -14,7 +14,7 @@ use paddock_policy::{
     ProtectedDepth, ProtectedState, ResolvedPolicy, Scope, Violation, ViolationKind, protect_found,
 };
 
-use crate::walk::{Hit, Names, walk};
+use crate::runtime::walk::{Hit, Names, walk};
 
 /// The walk before the run, kept for the one after it.
 #[derive(Debug)]
@@ -59,8 +59,8 @@ pub fn depth_names(policy: &Policy) -> Vec<OsString> {
 
 /// Where the walk's records are kept between runs.
 fn cache_file(root: &Path) -> Option<PathBuf> {
-    Some(crate::walk_cache::file_for(
-        &crate::runtime_dir::base().join(crate::walk_cache::WALKS_DIR),
+    Some(crate::runtime::walk_cache::file_for(
+        &crate::runtime::runtime_dir::base().join(crate::runtime::walk_cache::WALKS_DIR),
         root,
     ))
 }
@@ -86,7 +86,7 @@ pub fn scan(
     if w.truncated {
         notes.push(format!(
             "the project {project} has more than {} entries: nested repositories and protected names were looked for that far only",
-            crate::walk::MAX_ENTRIES
+            crate::runtime::walk::MAX_ENTRIES
         ));
     }
     let mut found = ProjectScan::default();
@@ -133,7 +133,7 @@ pub fn after_run(s: &Scanned) -> (Vec<Violation>, Vec<String>) {
             if parent == s.root && s.root_git_placeholder {
                 continue;
             }
-            let found = crate::new_repos::inspect(&hit.path, &s.root, s.new_repositories);
+            let found = crate::runtime::new_repos::inspect(&hit.path, &s.root, s.new_repositories);
             if !found.disarmed.is_empty() {
                 lines.push(format!(
                     "made the hooks of the new repository {} non-executable: {} (its config is left as it is)",
@@ -141,7 +141,7 @@ pub fn after_run(s: &Scanned) -> (Vec<Violation>, Vec<String>) {
                     found.disarmed.join(", ")
                 ));
             }
-            violations.push(crate::new_repos::violation(parent, &found));
+            violations.push(crate::runtime::new_repos::violation(parent, &found));
         } else if parent != s.root && s.depth == ProtectedDepth::Any {
             violations.push(Violation {
                 kind: ViolationKind::Write,

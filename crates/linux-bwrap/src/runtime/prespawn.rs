@@ -4,7 +4,7 @@
 //! overflow ids, probing SELinux) before it reads its arguments from [`ARGS_FD`]; the runner
 //! spends about as long after its own start loading the config, resolving the policy,
 //! planning and placing the placeholders. Every plan has the same bwrap command line
-//! ([`paddock_linux_bwrap::bwrap_argv`]) and payload descriptors, so bwrap can start first
+//! ([`crate::bwrap_argv`]) and payload descriptors, so bwrap can start first
 //! and wait, blocked on an empty pipe at [`ARGS_FD`], with empty memfds at the payload
 //! descriptors and the signal channel at [`SIGNAL_FD`]. Once planned, the payloads are
 //! written into the memfds, then the arguments into the pipe, which is closed: bwrap goes
@@ -15,7 +15,7 @@
 //! runner on the CPU the new child runs on (half of the runs on a 2-CPU machine with
 //! `posix_spawn`), where they take turns while another CPU idles, and the runner cannot move
 //! the child away since it does not get to run. So bwrap is started by a child of our own
-//! that runs beside the runner ([`paddock_linux_bwrap::vfork::spawn_beside`] on x86-64: the
+//! that runs beside the runner ([`crate::vfork::spawn_beside`] on x86-64: the
 //! runner goes on while it executes) and is moved to the runner's other CPUs at once; the
 //! runner then works beside it. Before it hands over the setup
 //! (bwrap is blocked reading it then) the runner gives bwrap its whole affinity back, so the
@@ -33,11 +33,12 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use anyhow::{Context, Result};
-use paddock_linux_bwrap::{ARGS_FD, SECCOMP_FD, SIGNAL_FD, SUPERVISOR_FD};
+use crate::error::Context;
+use crate::runtime::{Result, bail};
+use crate::{ARGS_FD, SECCOMP_FD, SIGNAL_FD, SUPERVISOR_FD};
 use paddock_policy::{AbsPathBuf, SpawnPlan};
 
-use crate::exec::{Output, SpawnedChild};
+use crate::runtime::exec::{Output, SpawnedChild};
 
 /// A bwrap waiting for its arguments. Dropped unused, it is killed and reaped.
 pub struct Prespawned {
@@ -74,11 +75,11 @@ impl Prespawned {
         let mut pairs: Vec<(RawFd, RawFd)> = vec![(keep[0].as_raw_fd(), ARGS_FD)];
         let mut payloads = Vec::new();
         for (name, fd) in [("supervisor", SUPERVISOR_FD), ("seccomp-bpf", SECCOMP_FD)] {
-            let memfd = crate::exec::memfd_with(name, &[])?;
+            let memfd = crate::runtime::exec::memfd_with(name, &[])?;
             pairs.push((memfd.as_raw_fd(), fd));
             payloads.push((fd, File::from(memfd)));
         }
-        let (ours, theirs) = crate::exec::signal_channel()?;
+        let (ours, theirs) = crate::runtime::exec::signal_channel()?;
         pairs.push((theirs.as_raw_fd(), SIGNAL_FD));
         keep.push(OwnedFd::from(theirs));
         let max_target = pairs.iter().map(|p| p.1).max().unwrap_or(2);
@@ -127,7 +128,7 @@ impl Prespawned {
         simple
             && output == Output::Inherit
             && plan.program == self.program
-            && plan.argv == paddock_linux_bwrap::bwrap_argv()
+            && plan.argv == crate::bwrap_argv()
             && plan.env.is_empty()
             && plan.cwd.as_path() == Path::new("/")
             && plan.signal_fd == Some(SIGNAL_FD)
@@ -139,7 +140,7 @@ impl Prespawned {
     /// it: bwrap goes on. Returns the child and the runner's end of the signal channel.
     pub fn complete(mut self, plan: &SpawnPlan) -> Result<(SpawnedChild, Option<UnixStream>)> {
         if !self.started() {
-            anyhow::bail!("{} did not start", self.program);
+            bail!("{} did not start", self.program);
         }
         for payload in &plan.payloads {
             if payload.fd == ARGS_FD {
@@ -189,7 +190,7 @@ struct Starting {
     pid: libc::pid_t,
     /// On x86-64 the child runs beside the runner; elsewhere the runner waited for it.
     #[cfg(target_arch = "x86_64")]
-    beside: paddock_linux_bwrap::vfork::Beside,
+    beside: crate::vfork::Beside,
     setup: Box<ChildSetup>,
 }
 
@@ -235,12 +236,12 @@ unsafe impl Send for SetupRef {}
 /// runner waits. The kernel's result either way (-errno on failure).
 ///
 /// # Safety
-/// As [`paddock_linux_bwrap::vfork::raw::syscall`].
+/// As [`crate::vfork::raw::syscall`].
 unsafe fn sys(nr: libc::c_long, a: [usize; 6]) -> isize {
     #[cfg(target_arch = "x86_64")]
     {
         // SAFETY: the caller's.
-        unsafe { paddock_linux_bwrap::vfork::raw::syscall(nr, a) }
+        unsafe { crate::vfork::raw::syscall(nr, a) }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -329,15 +330,13 @@ fn spawn_elsewhere(
 
     let cstr = |b: &[u8]| CString::new(b).context("a NUL byte in bwrap's command line");
     let program = cstr(bwrap.as_os_str().as_bytes())?;
-    let argv: Vec<CString> = paddock_linux_bwrap::bwrap_argv()
-        .iter()
-        .map(|a| cstr(a.as_bytes()))
-        .collect::<Result<_>>()?;
+    let argv: Vec<CString> =
+        crate::bwrap_argv().iter().map(|a| cstr(a.as_bytes())).collect::<Result<_>>()?;
     let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
     argv_ptrs.push(std::ptr::null());
 
-    let moved =
-        crate::exec::moved_above(pairs, max_target).context("cannot hand bwrap its descriptors")?;
+    let moved = crate::runtime::exec::moved_above(pairs, max_target)
+        .context("cannot hand bwrap its descriptors")?;
     let targets: Vec<(RawFd, RawFd)> =
         moved.iter().map(|(fd, dst)| (fd.as_raw_fd(), *dst)).collect();
 
@@ -381,7 +380,7 @@ fn spawn_elsewhere(
     #[cfg(target_arch = "x86_64")]
     let spawned = {
         let _ = here;
-        let beside = paddock_linux_bwrap::vfork::spawn_beside(move || {
+        let beside = crate::vfork::spawn_beside(move || {
             let setup = setup_ref;
             // SAFETY: the setup is boxed in the `Starting` returned, which waits for the
             // child to have executed before it lets the box go.
@@ -403,7 +402,7 @@ fn spawn_elsewhere(
             // SAFETY: sched_setaffinity on this thread with a valid set.
             unsafe { libc::sched_setaffinity(0, set_size, &here) };
         }
-        let pid = paddock_linux_bwrap::vfork::spawn(|| {
+        let pid = crate::vfork::spawn(|| {
             // SAFETY: the setup outlives the child's use: the parent is suspended until the
             // child has executed.
             unsafe { &*setup_ref.0 }.exec()

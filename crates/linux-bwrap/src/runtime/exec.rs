@@ -1,6 +1,6 @@
 //! The one place that turns a [`SpawnPlan`] into a process.
 //!
-//! It creates the plan's placeholders ([`crate::placeholders`]), puts each payload in a memfd
+//! It creates the plan's placeholders ([`crate::runtime::placeholders`]), puts each payload in a memfd
 //! at the descriptor number the plan names, hands the read end of the signal pipe to the
 //! child, marks every other descriptor close-on-exec (FSR-06, ENV-03: no descriptor the
 //! runner inherited reaches the sandbox), clears the environment down to the plan's, and
@@ -16,45 +16,24 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 
-use anyhow::{Context, Result, bail};
-use paddock_linux_bwrap::observe_fs::ObserverMount;
+use crate::error::Context;
+use crate::observe_fs::ObserverMount;
+use crate::runtime::{Result, bail};
 use paddock_policy::{AbsPathBuf, SpawnPlan};
 
-use crate::placeholders::Placeholders;
-use crate::prespawn::Prespawned;
+use crate::runtime::placeholders::Placeholders;
+use crate::runtime::prespawn::Prespawned;
 
 /// The byte the supervisor sends up the signal channel once the task has started.
-pub const STARTED: u8 = paddock_linux_bwrap::supervisor::STARTED;
+pub const STARTED: u8 = crate::supervisor::STARTED;
 /// The supervisor asks for a tracer (see `supervise::run_plan_attached`).
-pub const TRACE_ME: u8 = paddock_linux_bwrap::supervisor::TRACE_ME;
+pub const TRACE_ME: u8 = crate::supervisor::TRACE_ME;
 /// The answer once the tracer is attached.
-pub const TRACED: u8 = paddock_linux_bwrap::supervisor::TRACED;
-
-/// The plan's program could not be started: nothing ran (the child failed before or at its
-/// exec, the observer's mount included). Callers may run the task another way.
-#[derive(Debug)]
-pub struct SpawnFailed {
-    /// The program.
-    pub program: PathBuf,
-    /// Why.
-    pub source: std::io::Error,
-}
-
-impl std::fmt::Display for SpawnFailed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "cannot start {}", self.program.display())
-    }
-}
-
-impl std::error::Error for SpawnFailed {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.source)
-    }
-}
+pub const TRACED: u8 = crate::supervisor::TRACED;
 
 /// A spawned plan: the child, the write end of its signal pipe, and the placeholders to
 /// remove when it is done.
@@ -160,7 +139,7 @@ pub fn spawn(plan: &SpawnPlan, output: Output, runtime_dir: Option<&Path>) -> Re
 /// namespace and mounts it ([`ObserverMount::enter`]), before any descriptor is moved, so
 /// that bwrap starts nested in that namespace.
 ///
-/// `prespawned` (a bwrap started before the plan existed, see [`crate::prespawn`]) gets the
+/// `prespawned` (a bwrap started before the plan existed, see [`crate::runtime::prespawn`]) gets the
 /// plan when it fits; otherwise it is killed and the plan spawned as usual.
 pub fn spawn_with(
     plan: &SpawnPlan,
@@ -218,7 +197,7 @@ pub fn spawn_with(
     // spawned without a copy of this process: see `spawn_posix`.
     if observer.is_none() && !die_with_parent {
         let child = spawn_posix(plan, output, &pairs, max_target).map_err(|source| {
-            SpawnFailed { program: plan.program.as_path().to_path_buf(), source }
+            crate::Error::Spawn { program: plan.program.as_path().to_path_buf(), source }
         })?;
         drop(keep);
         return Ok(Spawned { child, signal_tx, placeholders });
@@ -250,12 +229,15 @@ pub fn spawn_with(
             place_fds(&pairs, max_target)
         });
     }
-    let child = cmd
-        .spawn()
-        .map_err(|source| SpawnFailed { program: plan.program.as_path().to_path_buf(), source })?;
+    let child = cmd.spawn().map_err(|source| crate::Error::Spawn {
+        program: plan.program.as_path().to_path_buf(),
+        source,
+    })?;
     drop(keep);
-    let child = SpawnedChild::from_std(child)
-        .map_err(|source| SpawnFailed { program: plan.program.as_path().to_path_buf(), source })?;
+    let child = SpawnedChild::from_std(child).map_err(|source| crate::Error::Spawn {
+        program: plan.program.as_path().to_path_buf(),
+        source,
+    })?;
     Ok(Spawned { child, signal_tx, placeholders })
 }
 
@@ -424,9 +406,10 @@ pub fn spawn_tracer(
             Ok(())
         });
     }
-    let child = cmd
-        .spawn()
-        .map_err(|source| SpawnFailed { program: program.as_path().to_path_buf(), source })?;
+    let child = cmd.spawn().map_err(|source| crate::Error::Spawn {
+        program: program.as_path().to_path_buf(),
+        source,
+    })?;
     drop(log);
     Ok(child)
 }

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use paddock_policy::AbsPathBuf;
 
-use crate::spares::{Spares, Stamp};
+use crate::runtime::spares::{Spares, Stamp};
 
 /// The lock file's name.
 pub const LOCK_FILE: &str = "lock";
@@ -130,7 +130,7 @@ pub const POOL_DIR: &str = "pool";
 
 /// What a pooled runtime dir holds: its lock file, and the last manifest as the next one's
 /// aside file.
-const POOLED_FILES: [&str; 2] = [LOCK_FILE, crate::placeholders::MANIFEST_ASIDE];
+const POOLED_FILES: [&str; 2] = [LOCK_FILE, crate::runtime::placeholders::MANIFEST_ASIDE];
 
 /// How many released runtime dirs the pool keeps; more are removed.
 const POOL_SIZE: usize = 4;
@@ -142,8 +142,8 @@ impl RuntimeDir {
     fn pool(&self) -> bool {
         let dir = self.path.as_path();
         // The manifest waits as the next run's aside file (see `placeholders`).
-        let manifest = dir.join(crate::placeholders::PLACEHOLDER_MANIFEST);
-        let aside = dir.join(crate::placeholders::MANIFEST_ASIDE);
+        let manifest = dir.join(crate::runtime::placeholders::PLACEHOLDER_MANIFEST);
+        let aside = dir.join(crate::runtime::placeholders::MANIFEST_ASIDE);
         if std::fs::rename(&manifest, &aside).is_err() && manifest.exists() {
             return false;
         }
@@ -171,8 +171,9 @@ impl RuntimeDir {
         }
         let full = std::fs::read_dir(&pool).map_or(true, |e| e.count() >= POOL_SIZE);
         !full
-            && random_name()
-                .is_ok_and(|name| crate::spares::rename_noreplace(dir, &pool.join(name)).is_ok())
+            && random_name().is_ok_and(|name| {
+                crate::runtime::spares::rename_noreplace(dir, &pool.join(name)).is_ok()
+            })
     }
 }
 
@@ -182,7 +183,7 @@ impl RuntimeDir {
 /// and the next is tried.
 fn take_pooled(base: &Path, staging: &Path) -> Option<File> {
     for entry in std::fs::read_dir(base.join(POOL_DIR)).ok()?.flatten() {
-        if crate::spares::rename_noreplace(&entry.path(), staging).is_err() {
+        if crate::runtime::spares::rename_noreplace(&entry.path(), staging).is_err() {
             continue;
         }
         let mut has_lock = false;
@@ -208,7 +209,7 @@ fn take_pooled(base: &Path, staging: &Path) -> Option<File> {
 /// Where runtime dirs are made: `$XDG_RUNTIME_DIR/paddock` when that is set and short, else
 /// `$TMPDIR/paddock-<uid>` (or `/tmp/paddock-<uid>` when `TMPDIR` is too long).
 pub fn base() -> PathBuf {
-    paddock_linux_bwrap::probe::runtime_base()
+    crate::probe::runtime_base()
 }
 
 /// A representative runtime dir path for printing a plan without creating anything.
@@ -255,15 +256,17 @@ fn foreign_placeholders_sweeping(base: &Path, own: Option<&Path>, sweep: bool) -
         // A leftover list's placeholders wait for the runs that bind them: their makers are
         // gone, and so are the manifests that listed them.
         if entry.file_name().as_encoded_bytes().starts_with(LEFTOVER_PREFIX.as_bytes()) {
-            let listed = std::fs::read(&path).map(|b| crate::placeholders::parse_manifest(&b));
+            let listed =
+                std::fs::read(&path).map(|b| crate::runtime::placeholders::parse_manifest(&b));
             foreign.extend(listed.unwrap_or_default().into_iter().map(|(p, _)| p));
             continue;
         }
         match run_state(&entry) {
             RunState::Gone if sweep => sweep_one(&path),
             RunState::Alive => {
-                foreign
-                    .extend(crate::placeholders::read_manifest(&path).into_iter().map(|(p, _)| p));
+                foreign.extend(
+                    crate::runtime::placeholders::read_manifest(&path).into_iter().map(|(p, _)| p),
+                );
             }
             RunState::Gone | RunState::Other => {}
         }
@@ -301,7 +304,7 @@ pub fn resolve_settled<T, E>(
 const SETTLE_TRIES: usize = 4;
 
 fn sweep_one(path: &Path) {
-    let listed: Vec<(PathBuf, bool, Stamp)> = crate::placeholders::read_manifest(path)
+    let listed: Vec<(PathBuf, bool, Stamp)> = crate::runtime::placeholders::read_manifest(path)
         .into_iter()
         .map(|(p, dir)| (p, dir, Stamp::ANY))
         .collect();
@@ -323,9 +326,9 @@ enum RunState {
 }
 
 fn run_state(entry: &std::fs::DirEntry) -> RunState {
-    if entry.file_name() == crate::spares::SPARES_DIR
+    if entry.file_name() == crate::runtime::spares::SPARES_DIR
         || entry.file_name() == POOL_DIR
-        || entry.file_name() == crate::walk_cache::WALKS_DIR
+        || entry.file_name() == crate::runtime::walk_cache::WALKS_DIR
     {
         return RunState::Other;
     }
@@ -358,7 +361,7 @@ impl RuntimeDir {
     /// Each spawn writes them again ([`record_uses_again`]): a release clears them once its
     /// sandbox is gone, and a run may spawn more than once (a fallback to another itemizer).
     pub fn record_uses<'a>(&self, paths: impl Iterator<Item = &'a Path>) -> io::Result<()> {
-        let text = crate::placeholders::manifest_bytes(paths.map(|p| (p, false)));
+        let text = crate::runtime::placeholders::manifest_bytes(paths.map(|p| (p, false)));
         if let Ok(mut uses) = USES.lock() {
             uses.clone_from(&text);
         }
@@ -437,7 +440,9 @@ fn scan(own: Option<&Path>) -> Scan {
             out.live += 1;
             if let Ok(bytes) = std::fs::read(path.join(LOCK_FILE)) {
                 out.used.extend(
-                    crate::placeholders::parse_manifest(&bytes).into_iter().map(|(p, _)| p),
+                    crate::runtime::placeholders::parse_manifest(&bytes)
+                        .into_iter()
+                        .map(|(p, _)| p),
                 );
             }
         }
@@ -484,7 +489,7 @@ pub fn release_placeholders(
     // The lists of runs that released before: removed once none of their users lives.
     for path in first.leftovers {
         let listed = std::fs::read(&path)
-            .map(|b| crate::placeholders::parse_manifest(&b))
+            .map(|b| crate::runtime::placeholders::parse_manifest(&b))
             .unwrap_or_default();
         if listed.iter().any(|(p, _)| first.used.contains(p)) {
             continue;
@@ -492,7 +497,9 @@ pub fn release_placeholders(
         let stuck: Vec<(PathBuf, bool, Stamp)> = listed
             .iter()
             .rev()
-            .filter(|(p, dir)| !crate::placeholders::remove_placeholder(p, *dir, Stamp::ANY))
+            .filter(|(p, dir)| {
+                !crate::runtime::placeholders::remove_placeholder(p, *dir, Stamp::ANY)
+            })
             .map(|(p, dir)| (p.clone(), *dir, Stamp::ANY))
             .collect();
         // Still holding another live run's placeholders: theirs to leave to the last run.
@@ -523,14 +530,14 @@ fn remove_all<'a>(
 ) -> Vec<&'a (PathBuf, bool, Stamp)> {
     for (path, _, stamp) in list.iter().filter(|e| !e.1) {
         if !spares.keep(path, false, *stamp) {
-            crate::placeholders::remove_placeholder(path, false, *stamp);
+            crate::runtime::placeholders::remove_placeholder(path, false, *stamp);
         }
     }
     let mut dirs: Vec<&(PathBuf, bool, Stamp)> = list.iter().copied().filter(|e| e.1).collect();
     dirs.sort_by_key(|e| std::cmp::Reverse(e.0.components().count()));
     dirs.retain(|(path, _, stamp)| {
         !spares.keep(path, true, *stamp)
-            && !crate::placeholders::remove_placeholder(path, true, *stamp)
+            && !crate::runtime::placeholders::remove_placeholder(path, true, *stamp)
     });
     dirs
 }
@@ -538,8 +545,9 @@ fn remove_all<'a>(
 fn write_leftover(list: &[(PathBuf, bool, Stamp)]) {
     let Ok(name) = random_name() else { return };
     let path = base().join(format!("{LEFTOVER_PREFIX}{name}"));
-    let text =
-        crate::placeholders::manifest_bytes(list.iter().map(|(p, dir, _)| (p.as_path(), *dir)));
+    let text = crate::runtime::placeholders::manifest_bytes(
+        list.iter().map(|(p, dir, _)| (p.as_path(), *dir)),
+    );
     let _ = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -639,8 +647,10 @@ mod tests {
         let dir = run.path().as_path();
         let read = || {
             let bytes = std::fs::read(dir.join(LOCK_FILE)).unwrap();
-            let paths: Vec<PathBuf> =
-                crate::placeholders::parse_manifest(&bytes).into_iter().map(|(p, _)| p).collect();
+            let paths: Vec<PathBuf> = crate::runtime::placeholders::parse_manifest(&bytes)
+                .into_iter()
+                .map(|(p, _)| p)
+                .collect();
             (paths, bytes.len())
         };
         let (long, short) = (Path::new("/p/a-long-protected-name"), Path::new("/p/b"));
@@ -673,7 +683,7 @@ mod tests {
             .flatten()
             .filter(|e| e.file_name().as_encoded_bytes().starts_with(LEFTOVER_PREFIX.as_bytes()))
             .filter_map(|e| std::fs::read(e.path()).ok())
-            .flat_map(|b| crate::placeholders::parse_manifest(&b))
+            .flat_map(|b| crate::runtime::placeholders::parse_manifest(&b))
             .any(|(p, _)| p == ghost);
         assert!(!leftovers, "a leftover entry outlived its placeholder");
     }
@@ -690,8 +700,11 @@ mod tests {
         let inode = std::fs::metadata(&path).unwrap().ino();
         std::fs::write(path.join("tmp/left-by-the-task"), "x").unwrap();
         std::fs::write(path.join("bridge.sock"), "").unwrap();
-        std::fs::write(path.join(crate::placeholders::PLACEHOLDER_MANIFEST), "f /p/.bashrc\0")
-            .unwrap();
+        std::fs::write(
+            path.join(crate::runtime::placeholders::PLACEHOLDER_MANIFEST),
+            "f /p/.bashrc\0",
+        )
+        .unwrap();
         first.record_uses([Path::new("/p/.git")].into_iter()).unwrap();
         drop(first);
         assert!(!path.exists() && !lock.exists(), "out of the base");
@@ -703,11 +716,11 @@ mod tests {
         kept.sort();
         assert_eq!(
             kept,
-            [crate::placeholders::MANIFEST_ASIDE, LOCK_FILE],
+            [crate::runtime::placeholders::MANIFEST_ASIDE, LOCK_FILE],
             "the lock file stays, the manifest waits aside"
         );
         let uses = std::fs::read(pooled[0].join(LOCK_FILE)).unwrap();
-        assert!(crate::placeholders::parse_manifest(&uses).is_empty(), "uses cleared");
+        assert!(crate::runtime::placeholders::parse_manifest(&uses).is_empty(), "uses cleared");
         // A sweep leaves the pool alone.
         sweep_stale(None);
         assert!(pooled[0].exists());
@@ -757,7 +770,7 @@ mod tests {
             dir: true,
         };
         std::fs::write(
-            dead.join(crate::placeholders::PLACEHOLDER_MANIFEST),
+            dead.join(crate::runtime::placeholders::PLACEHOLDER_MANIFEST),
             [b"d ".as_slice(), p.path.as_os_str().as_encoded_bytes(), b"\0"].concat(),
         )
         .unwrap();
@@ -780,10 +793,12 @@ mod tests {
         let got = resolve_settled(own, Vec::new(), |foreign| {
             if seen.is_empty() {
                 // Another run lists (then makes) a placeholder while this one resolves.
-                let text =
-                    crate::placeholders::manifest_bytes(std::iter::once((made.as_path(), true)));
+                let text = crate::runtime::placeholders::manifest_bytes(std::iter::once((
+                    made.as_path(),
+                    true,
+                )));
                 std::fs::write(
-                    other.path().as_path().join(crate::placeholders::PLACEHOLDER_MANIFEST),
+                    other.path().as_path().join(crate::runtime::placeholders::PLACEHOLDER_MANIFEST),
                     text,
                 )
                 .unwrap();

@@ -3,18 +3,19 @@
 //! that lists them in the runtime dir for a sweep after a `kill -9`.
 //!
 //! Each is made without following links and removed only if still the empty one this run
-//! made; with spares ([`crate::spares`]) it is renamed in and out instead. A placeholder
-//! another live run binds is left for the last run out ([`crate::runtime_dir`]).
+//! made; with spares ([`crate::runtime::spares`]) it is renamed in and out instead. A placeholder
+//! another live run binds is left for the last run out ([`crate::runtime::runtime_dir`]).
 
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use crate::error::Context;
+use crate::runtime::Result;
 use paddock_policy::Placeholder;
 
-use crate::spares::{Spares, Stamp};
+use crate::runtime::spares::{Spares, Stamp};
 
 /// File name of the placeholder manifest inside a runtime dir.
 pub const PLACEHOLDER_MANIFEST: &str = "placeholders";
@@ -39,7 +40,7 @@ impl Placeholders {
             spares: Spares::none(),
         };
         if let Some(dir) = runtime_dir {
-            crate::runtime_dir::record_uses_again(dir)
+            crate::runtime::runtime_dir::record_uses_again(dir)
                 .context("cannot write the task's runtime directory")?;
         }
         if wanted.is_empty() {
@@ -48,7 +49,7 @@ impl Placeholders {
         if let Some(dir) = runtime_dir {
             write_manifest(dir, wanted)?;
             // Spares are a run's: without a runtime dir (tests, `plan`) nothing is kept.
-            out.spares = Spares::list(&crate::runtime_dir::base());
+            out.spares = Spares::list(&crate::runtime::runtime_dir::base());
         }
         let mut borrowed = false;
         for p in wanted {
@@ -144,14 +145,14 @@ fn record_use(runtime_dir: &Path, path: &Path) -> std::io::Result<()> {
     let mut lock = std::fs::OpenOptions::new()
         .append(true)
         .custom_flags(libc::O_NOFOLLOW)
-        .open(runtime_dir.join(crate::runtime_dir::LOCK_FILE))?;
+        .open(runtime_dir.join(crate::runtime::runtime_dir::LOCK_FILE))?;
     lock.write_all(&manifest_bytes(std::iter::once((path, false))))
 }
 
 impl Drop for Placeholders {
     fn drop(&mut self) {
         // Removed now, or by the last run alive (another sandbox may have them bound).
-        crate::runtime_dir::release_placeholders(
+        crate::runtime::runtime_dir::release_placeholders(
             &self.created,
             self.runtime_dir.as_deref(),
             &mut self.spares,
@@ -221,7 +222,7 @@ fn write_manifest_of<'a>(
         .with_context(|| format!("cannot write {}", aside.display()))?;
     // No fsync: the manifest must survive a kill -9 of paddock, which the page cache already
     // guarantees; a crash of the machine empties the runtime base anyway.
-    crate::runtime_dir::overwrite(&f, &text)
+    crate::runtime::runtime_dir::overwrite(&f, &text)
         .with_context(|| format!("cannot write {}", aside.display()))?;
     std::fs::rename(&aside, &path).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())

@@ -26,8 +26,8 @@ use std::sync::{Arc, Mutex};
 
 use paddock_policy::FileKind;
 
-use crate::host::kind_of;
-use crate::walk_cache;
+use crate::runtime::host::kind_of;
+use crate::runtime::walk_cache;
 
 /// The most entries one walk visits; a larger project is walked this far, with a note.
 pub const MAX_ENTRIES: usize = 2_000_000;

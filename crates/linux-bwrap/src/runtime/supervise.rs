@@ -14,10 +14,11 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use crate::error::Context;
+use crate::runtime::Result;
 use paddock_policy::SpawnPlan;
 
-use crate::exec::{self, Output};
+use crate::runtime::exec::{self, Output};
 
 /// How to supervise a run.
 #[derive(Clone, Debug)]
@@ -29,12 +30,12 @@ pub struct RunOptions {
     /// Keep a copy of stdout and stderr in the outcome (they are streamed either way).
     pub capture: bool,
     /// Descriptors the child gets besides the plan's payloads, each at its number (a port
-    /// grant's channel: [`crate::bridges::Bridges::inherited`]). Shared: the caller's copy
+    /// grant's channel: [`crate::runtime::host_bridges::Bridges::inherited`]). Shared: the caller's copy
     /// stays open for a second spawn of the same run.
     pub inherit: Vec<(Arc<OwnedFd>, RawFd)>,
     /// A bwrap started before the plan existed, for the first spawn it fits
-    /// ([`crate::prespawn`]).
-    pub prespawned: crate::prespawn::PrespawnSlot,
+    /// ([`crate::runtime::prespawn`]).
+    pub prespawned: crate::runtime::prespawn::PrespawnSlot,
 }
 
 /// How a run ended.
@@ -75,10 +76,10 @@ pub type TracerHook<'a> = &'a mut dyn FnMut(u32) -> Result<()>;
 pub const DRAIN_LIMIT: Duration = Duration::from_secs(1);
 
 /// Runs `plan` to completion. Placeholders are recorded in the runtime dir created last by
-/// [`crate::runtime_dir::RuntimeDir::create`] in this process, if any; use [`run_plan_in`]
+/// [`crate::runtime::runtime_dir::RuntimeDir::create`] in this process, if any; use [`run_plan_in`]
 /// to name it.
 pub fn run_plan(plan: &SpawnPlan, opts: &RunOptions) -> Result<RunOutcome> {
-    let dir = crate::runtime_dir::current();
+    let dir = crate::runtime::runtime_dir::current();
     run_plan_in(plan, opts, dir.as_deref())
 }
 
@@ -110,13 +111,13 @@ pub fn run_plan_observed(
     opts: &RunOptions,
     runtime_dir: Option<&std::path::Path>,
     extra: Vec<(OwnedFd, RawFd)>,
-    observer: Option<&paddock_linux_bwrap::observe_fs::ObserverMount>,
+    observer: Option<&crate::observe_fs::ObserverMount>,
 ) -> Result<RunOutcome> {
     run_plan_full(plan, opts, runtime_dir, extra, observer, None)
 }
 
 /// [`run_plan_in`] for a plan whose supervisor waits for a tracer
-/// (`paddock_linux_bwrap::trace::attach`): `tracer` attaches one when it asks.
+/// (`crate::trace::attach`): `tracer` attaches one when it asks.
 pub fn run_plan_attached(
     plan: &SpawnPlan,
     opts: &RunOptions,
@@ -131,7 +132,7 @@ fn run_plan_full(
     opts: &RunOptions,
     runtime_dir: Option<&std::path::Path>,
     extra: Vec<(OwnedFd, RawFd)>,
-    observer: Option<&paddock_linux_bwrap::observe_fs::ObserverMount>,
+    observer: Option<&crate::observe_fs::ObserverMount>,
     mut tracer: Option<TracerHook<'_>>,
 ) -> Result<RunOutcome> {
     let start = Instant::now();
@@ -195,13 +196,13 @@ fn run_plan_full(
                 Channel::TraceMe(supervisor) => {
                     let attached = match (tracer.as_mut(), supervisor) {
                         (Some(attach), Some(pid)) => attach(pid),
-                        (None, _) => Err(anyhow::anyhow!("nothing here attaches a tracer")),
-                        (_, None) => Err(anyhow::anyhow!("the supervisor's pid is unknown")),
+                        (None, _) => Err(crate::Error::run("nothing here attaches a tracer")),
+                        (_, None) => Err(crate::Error::run("the supervisor's pid is unknown")),
                     };
                     match attached {
                         Ok(()) => polite(&mut spawned.signal_tx, i32::from(exec::TRACED)),
                         Err(e) => {
-                            tracer_error = Some(format!("{e:#}"));
+                            tracer_error = Some(format!("{e}"));
                             pidfd_kill(&pidfd, libc::SIGKILL);
                         }
                     }

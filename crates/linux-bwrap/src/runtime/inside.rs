@@ -1,5 +1,5 @@
 //! `--itemize auto` where the observers are unavailable: strace with `--seccomp-bpf`, run
-//! inside the sandbox (`paddock_linux_bwrap::trace::inside`) instead of around bwrap.
+//! inside the sandbox (`crate::trace::inside`) instead of around bwrap.
 //!
 //! strace installs its filter only in a process it starts. Around bwrap, it stopped at each
 //! of bwrap's traced setup calls (a hundred `openat`s and `mkdir`s, 20 ms and more) before
@@ -16,13 +16,13 @@
 //! When strace fails before it runs the shim (the task has not run: a policy that hides
 //! strace's libraries, for one), the caller traces bwrap instead.
 
-use anyhow::Result;
-use paddock_linux_bwrap::shim::signal_scoping_available;
-use paddock_linux_bwrap::trace::{TraceOptions, inside};
+use crate::runtime::Result;
+use crate::shim::signal_scoping_available;
+use crate::trace::{TraceOptions, inside};
 use paddock_strace_parse::{Event, EventKind};
 
-use crate::supervise::run_plan_with;
-use crate::trace::{Observer, Ran, Reader, Run, Violations};
+use crate::runtime::strace::{Observer, Ran, Reader, Run, Violations};
+use crate::runtime::supervise::run_plan_with;
 
 /// `PADDOCK_STRACE_INSIDE=0` traces bwrap with `--seccomp-bpf`, as before strace ran inside
 /// the sandbox: to compare the two, or where running strace inside misbehaves.
