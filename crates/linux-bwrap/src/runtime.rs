@@ -40,9 +40,31 @@ pub mod strace;
 #[cfg(target_os = "linux")]
 pub mod supervise;
 #[cfg(target_os = "linux")]
+pub mod task;
+#[cfg(target_os = "linux")]
 pub mod walk;
 #[cfg(target_os = "linux")]
 pub mod walk_cache;
+
+/// Which itemizing strategies a run may use: all of them by default. Turning one off
+/// compares strategies, or works around one that misbehaves on some host; it never changes
+/// what is enforced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Toggles {
+    /// The FUSE and seccomp-notification observers (off: `auto` uses strace, as on a host
+    /// without FUSE).
+    pub observers: bool,
+    /// strace attaches to the supervisor in the `strace` mode (off: strace runs bwrap).
+    pub strace_attach: bool,
+    /// With `--seccomp-bpf`, strace runs inside the sandbox (off: it traces bwrap).
+    pub strace_inside: bool,
+}
+
+impl Default for Toggles {
+    fn default() -> Toggles {
+        Toggles { observers: true, strace_attach: true, strace_inside: true }
+    }
+}
 
 /// The result of a step of running a task.
 pub type Result<T> = std::result::Result<T, crate::Error>;

@@ -33,15 +33,6 @@ use crate::runtime::supervise::{
     RunOptions, RunOutcome, pidfd_kill, pidfd_open, run_plan_attached,
 };
 
-/// `PADDOCK_STRACE_ATTACH=0` runs bwrap under strace in the `strace` mode too, as
-/// `--seccomp-bpf` tracing always does: to compare the two, or where attaching misbehaves.
-pub const ATTACH_ENV: &str = "PADDOCK_STRACE_ATTACH";
-
-/// Whether the `strace` mode attaches to the supervisor ([`ATTACH_ENV`] is not `0`).
-pub fn enabled() -> bool {
-    std::env::var_os(ATTACH_ENV).is_none_or(|v| v != "0")
-}
-
 /// How long strace may take to attach.
 const ATTACH_LIMIT: Duration = Duration::from_secs(3);
 /// How long strace may take to end after the sandbox has: its tracees are gone by then.
@@ -93,14 +84,12 @@ pub fn run_observed<O: Observer>(
         end(child);
     }
     if let Some(e) = &outcome.tracer_error {
-        eprintln!(
-            "paddock: note: strace could not attach to the sandbox ({e}); tracing bubblewrap instead"
-        );
+        opts.notes.push(format!("note: strace could not attach to the sandbox ({e}); tracing bubblewrap instead"));
         return Ok(None);
     }
     let finished = reader.finish();
     if finished.is_none() {
-        eprintln!("paddock: the trace did not end with the task; denials are not itemized");
+        opts.notes.push(format!("the trace did not end with the task; denials are not itemized"));
     }
     let observer = finished.filter(|_| tracer.is_some()).map(|f| f.observer);
     Ok(Some(Attached { outcome, observer, tracer_died: tracer_died.load(Ordering::SeqCst) }))
@@ -117,9 +106,7 @@ pub fn run(run: Run<'_>, topts: &TraceOptions) -> Result<Option<Ran>> {
     let itemized = ran.outcome.started && ran.observer.is_some();
     let violations = ran.observer.map(|o| o.reported.into_vec()).unwrap_or_default();
     if ran.tracer_died {
-        eprintln!(
-            "paddock: strace ended before the task did; the sandbox was stopped, and the denials seen until then are reported"
-        );
+        opts.notes.push(format!("strace ended before the task did; the sandbox was stopped, and the denials seen until then are reported"));
         return Ok(Some(Ran { outcome: ran.outcome, itemized_by: None, violations }));
     }
     Ok(Some(Ran { outcome: ran.outcome, itemized_by: itemized.then_some("strace"), violations }))

@@ -50,7 +50,7 @@ pub struct Spawned {
 }
 
 /// A spawned child: its pid (to be reaped by the caller, `wait4`) and the read ends of its
-/// output pipes when [`Output::Piped`].
+/// output pipes when piped ([`Stream::Piped`]).
 #[derive(Debug)]
 pub struct SpawnedChild {
     /// The child's pid.
@@ -114,13 +114,41 @@ impl SpawnedChild {
     }
 }
 
-/// How the child's stdout and stderr are connected.
+/// Where one of the child's standard streams goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Output {
-    /// The runner's own stdout and stderr.
+pub enum Stream {
+    /// The runner's own.
     Inherit,
-    /// Pipes the runner reads (`child.stdout`, `child.stderr`).
+    /// `/dev/null`.
+    Null,
+    /// A pipe the runner reads (stdout, stderr) or writes (stdin).
     Piped,
+}
+
+/// How the child's stdin, stdout and stderr are connected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Output {
+    /// Its stdin.
+    pub stdin: Stream,
+    /// Its stdout.
+    pub stdout: Stream,
+    /// Its stderr.
+    pub stderr: Stream,
+}
+
+impl Output {
+    /// All three streams the runner's own.
+    pub const INHERIT: Output =
+        Output { stdin: Stream::Inherit, stdout: Stream::Inherit, stderr: Stream::Inherit };
+    /// stdin the runner's, stdout and stderr piped to the runner.
+    pub const PIPED: Output =
+        Output { stdin: Stream::Inherit, stdout: Stream::Piped, stderr: Stream::Piped };
+}
+
+impl Default for Output {
+    fn default() -> Output {
+        Output::INHERIT
+    }
 }
 
 /// Spawns `plan`. `runtime_dir`, when given, receives the placeholder manifest before any
@@ -208,11 +236,16 @@ pub fn spawn_with(
         cmd.arg0(argv0).args(rest);
     }
     cmd.env_clear().envs(plan.env.iter().map(|(k, v)| (k, v))).current_dir(plan.cwd.as_path());
-    cmd.stdin(Stdio::inherit());
-    match output {
-        Output::Inherit => cmd.stdout(Stdio::inherit()).stderr(Stdio::inherit()),
-        Output::Piped => cmd.stdout(Stdio::piped()).stderr(Stdio::piped()),
+    let std_stdio = |s: Stream| match s {
+        Stream::Inherit => Stdio::inherit(),
+        Stream::Null => Stdio::null(),
+        Stream::Piped => Stdio::piped(),
     };
+    // A piped stdin gets nothing written: it reads as `/dev/null` does.
+    let stdin = if output.stdin == Stream::Piped { Stream::Null } else { output.stdin };
+    cmd.stdin(std_stdio(stdin))
+        .stdout(std_stdio(output.stdout))
+        .stderr(std_stdio(output.stderr));
     cmd.process_group(0);
     let observer = observer.cloned();
     // SAFETY: the closure makes only async-signal-safe syscalls (the observer's unshare,
@@ -283,13 +316,28 @@ fn spawn_posix(
         moved.push(high);
     }
     let mut readers = (None, None);
-    if output == Output::Piped {
-        let (out_r, out_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-        let (err_r, err_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-        actions.add_dup2(out_w.as_raw_fd(), 1)?;
-        actions.add_dup2(err_w.as_raw_fd(), 2)?;
-        moved.extend([out_w, err_w]);
-        readers = (Some(File::from(out_r)), Some(File::from(err_r)));
+    for (fd, stream) in [(0, output.stdin), (1, output.stdout), (2, output.stderr)] {
+        match stream {
+            Stream::Inherit => {}
+            Stream::Null => {
+                let flag = if fd == 0 { nix::fcntl::OFlag::O_RDONLY } else { nix::fcntl::OFlag::O_WRONLY };
+                actions.add_open(fd, c"/dev/null", flag, nix::sys::stat::Mode::empty())?;
+            }
+            // A piped stdin is not offered: the runner has nothing to write.
+            Stream::Piped if fd == 0 => {
+                actions.add_open(fd, c"/dev/null", nix::fcntl::OFlag::O_RDONLY, nix::sys::stat::Mode::empty())?;
+            }
+            Stream::Piped => {
+                let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+                actions.add_dup2(w.as_raw_fd(), fd)?;
+                moved.push(w);
+                if fd == 1 {
+                    readers.0 = Some(File::from(r));
+                } else {
+                    readers.1 = Some(File::from(r));
+                }
+            }
+        }
     }
     // SAFETY: `PosixSpawnFileActions` is `repr(transparent)` over the libc type; the path
     // is a valid NUL-terminated string that outlives the call (glibc copies it).

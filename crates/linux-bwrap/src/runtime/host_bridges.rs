@@ -96,18 +96,16 @@ impl Bridges {
     /// A violation has no place for the proxy's reason, and the run's summary suggests
     /// `allow.network` for every refused destination. Where that is not the cure (a granted
     /// name that resolved into the LAN, a `deny.network` match, a TLS server name that
-    /// differs from the tunnel's), the reason is printed here, at most [`MAX_REASONS`] lines.
-    pub fn stop(mut self, policy: &ResolvedPolicy) -> Vec<Violation> {
+    /// differs from the tunnel's), the reason is returned beside the violations, at most [`MAX_REASONS`] lines.
+    pub fn stop(mut self, policy: &ResolvedPolicy) -> (Vec<Violation>, Vec<String>) {
         self.relays.clear();
         let refusals = self.task.take().map(TaskHandle::stop).unwrap_or_default();
         drop(self.proxy.take());
         let filter = ReportFilter::new(policy);
         let kept: Vec<Refusal> =
             refusals.into_iter().filter(|r| filter.keep(&r.violation, None)).collect();
-        for line in reason_lines(&kept) {
-            eprintln!("paddock: {line}");
-        }
-        kept.into_iter().map(|r| r.violation).collect()
+        let reasons = reason_lines(&kept);
+        (kept.into_iter().map(|r| r.violation).collect(), reasons)
     }
 }
 

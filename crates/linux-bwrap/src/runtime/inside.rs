@@ -24,16 +24,6 @@ use paddock_strace_parse::{Event, EventKind};
 use crate::runtime::strace::{Observer, Ran, Reader, Run, Violations};
 use crate::runtime::supervise::run_plan_with;
 
-/// `PADDOCK_STRACE_INSIDE=0` traces bwrap with `--seccomp-bpf`, as before strace ran inside
-/// the sandbox: to compare the two, or where running strace inside misbehaves.
-pub const INSIDE_ENV: &str = "PADDOCK_STRACE_INSIDE";
-
-/// Whether `--seccomp-bpf` tracing runs strace inside the sandbox ([`INSIDE_ENV`] is not
-/// `0`).
-pub fn enabled() -> bool {
-    std::env::var_os(INSIDE_ENV).is_none_or(|v| v != "0")
-}
-
 /// Runs `plan` with strace inside the sandbox. `None`: the task did not run (the kernel
 /// cannot scope signals, or strace failed before running the shim: then a note is
 /// printed), and the caller runs it with strace around bwrap.
@@ -50,21 +40,17 @@ pub fn run(run: Run<'_>, topts: &TraceOptions) -> Result<Option<Ran>> {
     let finished = reader.finish();
     if !finished.as_ref().is_some_and(|f| f.traced_a_call) && !outcome.timed_out {
         // strace never executed the shim, so the task never ran.
-        eprintln!(
-            "paddock: note: strace could not start in the sandbox (its message is above); tracing bubblewrap instead"
-        );
+        opts.notes.push(format!("note: strace could not start in the sandbox (its message is above); tracing bubblewrap instead"));
         return Ok(None);
     }
     let Some(finished) = finished else {
-        eprintln!("paddock: the trace did not end with the task; denials are not itemized");
+        opts.notes.push(format!("the trace did not end with the task; denials are not itemized"));
         return Ok(Some(Ran { outcome, itemized_by: None, violations: Vec::new() }));
     };
     let ended = finished.observer.ended;
     let violations = finished.observer.inner.reported.into_vec();
     if !ended && !outcome.timed_out {
-        eprintln!(
-            "paddock: strace ended before the task did; the denials seen until then are reported"
-        );
+        opts.notes.push(format!("strace ended before the task did; the denials seen until then are reported"));
         return Ok(Some(Ran { outcome, itemized_by: None, violations }));
     }
     Ok(Some(Ran { outcome, itemized_by: Some("strace"), violations }))

@@ -25,6 +25,7 @@ use crate::error::Context;
 use crate::notify::{NotifyRecord, RecordKind};
 use crate::observe_fs::{FsOp, FsRecord, ObserverMount};
 use crate::runtime::Result;
+use crate::runtime::supervise::Notes;
 use crate::trace::TraceOptions;
 use paddock_policy::{
     HostFacts, ItemizeMode, ReportFilter, ResolvedPolicy, SpawnPlan, Violation, ViolationKind,
@@ -60,14 +61,14 @@ impl Mechanism {
     }
 }
 
-/// `PADDOCK_OBSERVERS=0` treats the observers as unavailable: `auto` then uses strace, as
-/// on a host without FUSE (to compare the two, or where the observers misbehave).
-pub const OBSERVERS_ENV: &str = "PADDOCK_OBSERVERS";
-
 /// The mechanism for `mode` on this host, and a note for the user when it is not what was
-/// asked for.
-pub fn choose(mode: ItemizeMode, facts: &HostFacts) -> (Mechanism, Option<String>) {
-    let observe = facts.observe && std::env::var_os(OBSERVERS_ENV).is_none_or(|v| v != "0");
+/// asked for. Observers `toggles` turns off are taken as unavailable.
+pub fn choose(
+    mode: ItemizeMode,
+    facts: &HostFacts,
+    toggles: crate::runtime::Toggles,
+) -> (Mechanism, Option<String>) {
+    let observe = facts.observe && toggles.observers;
     let strace = |mode| match crate::runtime::strace::choose(mode, facts) {
         (Some(t), note) => (Mechanism::Strace(t), note),
         (None, note) => (Mechanism::Off, note),
@@ -107,7 +108,7 @@ pub fn run(
     let (mount, server) = match crate::observe_fs::open(observer) {
         Ok(pair) => pair,
         Err(e) => {
-            eprintln!("paddock: note: the observers could not start: {e}");
+            opts.notes.push(format!("note: the observers could not start: {e}"));
             return Ok(None);
         }
     };
@@ -140,7 +141,7 @@ pub fn run(
     let outcome = match spawned {
         Ok(outcome) => outcome,
         Err(e) if is_mount_failure(&e) => {
-            eprintln!("paddock: note: the observers could not start: {e}");
+            opts.notes.push(format!("note: the observers could not start: {e}"));
             return Ok(None);
         }
         Err(e) => return Err(e),
@@ -153,7 +154,7 @@ pub fn run(
         match done_rx.recv_deadline(deadline) {
             Ok(part) => seen.merge(part),
             Err(_) => {
-                eprintln!("paddock: note: an observer did not finish; some denials may be missing");
+                opts.notes.push(format!("note: an observer did not finish; some denials may be missing"));
                 break;
             }
         }
@@ -161,7 +162,7 @@ pub fn run(
     for r in &leftover {
         seen.add(from_fs(r));
     }
-    let violations = seen.report(policy);
+    let violations = seen.report(policy, &opts.notes);
     Ok(Some(Ran { outcome, itemized_by: Some(ITEMIZED_BY), violations }))
 }
 
@@ -224,18 +225,12 @@ impl Seen {
     /// The violations the report shows. A lookup of a name the same run then tried to create
     /// is one write denial, not a read and a write: the kernel looks a name up before it
     /// creates it.
-    fn report(self, policy: &ResolvedPolicy) -> Vec<Violation> {
+    fn report(self, policy: &ResolvedPolicy, notes: &Notes) -> Vec<Violation> {
         if self.dropped > 0 {
-            eprintln!(
-                "paddock: note: more than {MAX_DISTINCT} distinct denials; {} more were not itemized",
-                self.dropped
-            );
+            notes.push(format!("note: more than {MAX_DISTINCT} distinct denials; {} more were not itemized", self.dropped));
         }
         if self.malformed > 0 {
-            eprintln!(
-                "paddock: note: {} malformed records from the sandbox were ignored",
-                self.malformed
-            );
+            notes.push(format!("note: {} malformed records from the sandbox were ignored", self.malformed));
         }
         let all = self.set.into_vec();
         let written: Vec<PathBuf> = all

@@ -39,10 +39,6 @@ impl Placeholders {
             runtime_dir: runtime_dir.map(Path::to_path_buf),
             spares: Spares::none(),
         };
-        if let Some(dir) = runtime_dir {
-            crate::runtime::runtime_dir::record_uses_again(dir)
-                .context("cannot write the task's runtime directory")?;
-        }
         if wanted.is_empty() {
             return Ok(out);
         }

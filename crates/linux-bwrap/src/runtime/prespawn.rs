@@ -126,7 +126,7 @@ impl Prespawned {
             .iter()
             .all(|p| p.fd == ARGS_FD || self.payloads.iter().any(|(fd, _)| *fd == p.fd));
         simple
-            && output == Output::Inherit
+            && output == Output::INHERIT
             && plan.program == self.program
             && plan.argv == crate::bwrap_argv()
             && plan.env.is_empty()
@@ -418,21 +418,6 @@ fn spawn_elsewhere(
     drop(moved);
     let starting = spawned.context("clone")?;
     Ok((starting, others.map(|_| before)))
-}
-
-/// The bwrap started before the command line was parsed (`commands::prespawn_early`).
-static EARLY: Mutex<Option<Prespawned>> = Mutex::new(None);
-
-/// Starts a bwrap for [`take_early`]; failing, there is none.
-pub fn start_early(bwrap: &AbsPathBuf) {
-    if let (Ok(pre), Ok(mut slot)) = (Prespawned::start(bwrap), EARLY.lock()) {
-        *slot = Some(pre);
-    }
-}
-
-/// The bwrap [`start_early`] started, if any (once).
-pub fn take_early() -> Option<Prespawned> {
-    EARLY.lock().ok().and_then(|mut slot| slot.take())
 }
 
 /// Where a run's prespawned bwrap waits for the spawn that uses it (the first one that fits).

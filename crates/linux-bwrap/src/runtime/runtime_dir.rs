@@ -72,9 +72,6 @@ impl RuntimeDir {
             }
             let path = AbsPathBuf::new_lexical(&path)
                 .ok_or_else(|| io::Error::other("runtime dir is not absolute"))?;
-            if let Ok(mut current) = CURRENT.lock() {
-                *current = Some(path.as_path().to_path_buf());
-            }
             return Ok(RuntimeDir { path, lock });
         }
         Err(io::Error::other(format!(
@@ -98,21 +95,8 @@ impl RuntimeDir {
     }
 }
 
-/// The runtime dir created last in this process and still alive, for [`current`].
-static CURRENT: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
-
-/// The runtime dir created last in this process, while it is alive.
-pub fn current() -> Option<PathBuf> {
-    CURRENT.lock().ok().and_then(|c| c.clone())
-}
-
 impl Drop for RuntimeDir {
     fn drop(&mut self) {
-        if let Ok(mut current) = CURRENT.lock()
-            && current.as_deref() == Some(self.path.as_path())
-        {
-            *current = None;
-        }
         // Pooled, or removed (`remove_dir_all` does not follow symlinks); the lock goes with
         // the file handle after, once the directory is out of the runs' sight.
         if !self.pool() {
@@ -360,20 +344,19 @@ impl RuntimeDir {
     /// [`release_placeholders`]), in its lock file: no file more to make and remove per run.
     /// Each spawn writes them again ([`record_uses_again`]): a release clears them once its
     /// sandbox is gone, and a run may spawn more than once (a fallback to another itemizer).
-    pub fn record_uses<'a>(&self, paths: impl Iterator<Item = &'a Path>) -> io::Result<()> {
+    /// Returns the record, for [`supervise::RunOptions::uses`](crate::runtime::supervise::RunOptions::uses).
+    pub fn record_uses<'a>(&self, paths: impl Iterator<Item = &'a Path>) -> io::Result<Vec<u8>> {
         let text = crate::runtime::placeholders::manifest_bytes(paths.map(|p| (p, false)));
-        if let Ok(mut uses) = USES.lock() {
-            uses.clone_from(&text);
-        }
         // Writing does not touch the lock; a reader sees the list once the write returns.
-        overwrite(&self.lock, &text)
+        overwrite(&self.lock, &text)?;
+        Ok(text)
     }
 }
 
 impl RuntimeDir {
     /// [`RuntimeDir::record_uses`] with the protected paths `policy` binds as they are (the
     /// existing ones; the missing ones get placeholders, recorded when made or borrowed).
-    pub fn record_uses_of(&self, policy: &paddock_policy::ResolvedPolicy) -> io::Result<()> {
+    pub fn record_uses_of(&self, policy: &paddock_policy::ResolvedPolicy) -> io::Result<Vec<u8>> {
         self.record_uses(policy.protected.iter().filter_map(|p| match &p.state {
             paddock_policy::ProtectedState::Exists { .. } => Some(p.path.as_path()),
             paddock_policy::ProtectedState::Missing { .. } => None,
@@ -381,16 +364,13 @@ impl RuntimeDir {
     }
 }
 
-/// The uses the run of this process recorded last ([`RuntimeDir::record_uses`]).
-static USES: std::sync::Mutex<Vec<u8>> = std::sync::Mutex::new(Vec::new());
-
-/// Before a spawn: the uses recorded for this run, written again into the lock file of
-/// `dir` (a release of an earlier spawn of the same run cleared them). A directory without
-/// a lock file is not a run's: nothing to do.
-pub fn record_uses_again(dir: &Path) -> io::Result<()> {
-    let uses = USES.lock().map(|u| u.clone()).unwrap_or_default();
+/// Before a spawn: the uses recorded for this run (`uses`, what
+/// [`RuntimeDir::record_uses`] returned), written again into the lock file of `dir` (a
+/// release of an earlier spawn of the same run cleared them). A directory without a lock
+/// file is not a run's: nothing to do.
+pub fn record_uses_again(dir: &Path, uses: &[u8]) -> io::Result<()> {
     match open_uses(dir) {
-        Ok(lock) => overwrite(&lock, &uses),
+        Ok(lock) => overwrite(&lock, uses),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(e),
     }
@@ -659,8 +639,8 @@ mod tests {
         assert_eq!(paths, [long, short]);
         clear_uses(dir);
         assert_eq!(read(), (Vec::new(), size), "cleared, never truncated");
-        run.record_uses([short].into_iter()).unwrap();
-        record_uses_again(dir).unwrap();
+        let uses = run.record_uses([short].into_iter()).unwrap();
+        record_uses_again(dir, &uses).unwrap();
         assert_eq!(read(), (vec![short.to_path_buf()], size), "the longer list is gone");
     }
 

@@ -461,13 +461,13 @@ pub fn run(run: Run<'_>, trace: Option<&TraceOptions>) -> Result<Ran> {
     let path_grants = matches!(policy.unix_sockets, paddock_policy::UnixSockets::Paths { .. });
     if topts.seccomp_bpf
         && !path_grants
-        && crate::runtime::inside::enabled()
+        && opts.toggles.strace_inside
         && let Some(ran) = crate::runtime::inside::run(run, topts)?
     {
         return Ok(ran);
     }
     if !topts.seccomp_bpf
-        && crate::runtime::attach::enabled()
+        && opts.toggles.strace_attach
         && let Some(ran) = crate::runtime::attach::run(run, topts)?
     {
         return Ok(ran);
@@ -478,17 +478,13 @@ pub fn run(run: Run<'_>, trace: Option<&TraceOptions>) -> Result<Ran> {
     let finished = reader.finish();
     let traced_a_call = finished.as_ref().is_some_and(|f| f.traced_a_call);
     if !outcome.started && !outcome.timed_out && !traced_a_call {
-        eprintln!(
-            "paddock: strace failed before the task started (its message is above); running the task once more without itemizing denials"
-        );
+        opts.notes.push(format!("strace failed before the task started (its message is above); running the task once more without itemizing denials"));
         let outcome = run_untraced(plan, opts, runtime_dir)?;
         return Ok(Ran { outcome, itemized_by: None, violations: Vec::new() });
     }
     match finished {
         Some(f) if f.stopped_stuck_tracer => {
-            eprintln!(
-                "paddock: bubblewrap failed and left a process behind that strace kept waiting for; strace was stopped (is /proc here another pid namespace's? run `paddock check`)"
-            );
+            opts.notes.push(format!("bubblewrap failed and left a process behind that strace kept waiting for; strace was stopped (is /proc here another pid namespace's? run `paddock check`)"));
             Ok(Ran { outcome, itemized_by: None, violations: Vec::new() })
         }
         Some(f) => Ok(Ran {
@@ -497,7 +493,7 @@ pub fn run(run: Run<'_>, trace: Option<&TraceOptions>) -> Result<Ran> {
             violations: f.observer.reported.into_vec(),
         }),
         None => {
-            eprintln!("paddock: the trace did not end with the task; denials are not itemized");
+            opts.notes.push(format!("the trace did not end with the task; denials are not itemized"));
             Ok(Ran { outcome, itemized_by: None, violations: Vec::new() })
         }
     }

@@ -6,12 +6,16 @@
 //! whose death tears down the pid namespace. Polite signals (SIGINT, SIGTERM, SIGHUP that
 //! paddock receives, and the timeout's SIGTERM) go down the signal pipe to the supervisor,
 //! which signals the task's process group; after `grace`, bwrap is killed.
+//!
+//! Nothing here is process-wide: the caller holds a [`Control`] per run (its polite signals
+//! and its kill go down a pipe this loop polls), installs no handler for us, and reads what
+//! the run had to say from its [`Notes`].
 
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::{Arc, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use crate::error::Context;
@@ -27,8 +31,23 @@ pub struct RunOptions {
     pub timeout: Option<Duration>,
     /// Time between the polite signal and the kill.
     pub grace: Duration,
-    /// Keep a copy of stdout and stderr in the outcome (they are streamed either way).
-    pub capture: bool,
+    /// Where the task's stdin, stdout and stderr go; piped ones are captured into the
+    /// outcome, at most `capture_limit` bytes each.
+    pub stdio: Output,
+    /// The most bytes of each piped stream kept; the rest is read and counted, never
+    /// blocking the task, and a marker at the end says how much was cut.
+    pub capture_limit: usize,
+    /// The caller's hold on the run: polite signals, the kill, the sandbox's pid.
+    pub control: Control,
+    /// What the run has to tell the caller, gathered as it goes.
+    pub notes: Notes,
+    /// The protected paths this run binds, as [`RuntimeDir::record_uses`] recorded them:
+    /// written again before each spawn (a release after an earlier spawn cleared them).
+    ///
+    /// [`RuntimeDir::record_uses`]: crate::runtime::runtime_dir::RuntimeDir::record_uses
+    pub uses: Vec<u8>,
+    /// Which itemizing strategies may be used.
+    pub toggles: crate::runtime::Toggles,
     /// Descriptors the child gets besides the plan's payloads, each at its number (a port
     /// grant's channel: [`crate::runtime::host_bridges::Bridges::inherited`]). Shared: the caller's copy
     /// stays open for a second spawn of the same run.
@@ -54,9 +73,9 @@ pub struct RunOutcome {
     pub cpu_time: Duration,
     /// Peak resident set size of the largest process, in KiB.
     pub max_rss_kib: u64,
-    /// Captured stdout (empty unless `capture`).
+    /// Captured stdout (empty unless piped), cut at the capture limit with a marker.
     pub stdout: Vec<u8>,
-    /// Captured stderr (empty unless `capture`).
+    /// Captured stderr (empty unless piped), cut at the capture limit with a marker.
     pub stderr: Vec<u8>,
     /// Whether the supervisor reported that the task started (false: the sandbox, or a
     /// tracer wrapping it, failed before the task ran).
@@ -74,14 +93,6 @@ pub type TracerHook<'a> = &'a mut dyn FnMut(u32) -> Result<()>;
 /// How long output is drained after the sandbox exits: a background grandchild that kept
 /// the pipes open must not hang the runner.
 pub const DRAIN_LIMIT: Duration = Duration::from_secs(1);
-
-/// Runs `plan` to completion. Placeholders are recorded in the runtime dir created last by
-/// [`crate::runtime::runtime_dir::RuntimeDir::create`] in this process, if any; use [`run_plan_in`]
-/// to name it.
-pub fn run_plan(plan: &SpawnPlan, opts: &RunOptions) -> Result<RunOutcome> {
-    let dir = crate::runtime::runtime_dir::current();
-    run_plan_in(plan, opts, dir.as_deref())
-}
 
 /// Runs `plan` to completion, recording its placeholders in `runtime_dir` before creating
 /// them (so that a sweep after a crash can remove them).
@@ -136,11 +147,13 @@ fn run_plan_full(
     mut tracer: Option<TracerHook<'_>>,
 ) -> Result<RunOutcome> {
     let start = Instant::now();
-    let signals = SignalCatcher::install().context("cannot install signal handlers")?;
-    let output = if opts.capture { Output::Piped } else { Output::Inherit };
+    if let Some(dir) = runtime_dir {
+        crate::runtime::runtime_dir::record_uses_again(dir, &opts.uses)
+            .context("cannot write the task's runtime directory")?;
+    }
     let mut spawned = exec::spawn_with(
         plan,
-        output,
+        opts.stdio,
         runtime_dir,
         extra,
         &opts.inherit,
@@ -149,16 +162,17 @@ fn run_plan_full(
     )?;
     let pid = spawned.child.pid;
     let pidfd = pidfd_open(pid).context("pidfd_open")?;
+    opts.control.spawned(pid);
 
     let (tx, rx) = mpsc::channel::<(bool, Vec<u8>)>();
     let mut readers = 0;
     if let Some(out) = spawned.child.stdout.take() {
         readers += 1;
-        tee(out, std::io::stdout(), true, tx.clone());
+        capture(out, true, opts.capture_limit, tx.clone());
     }
     if let Some(err) = spawned.child.stderr.take() {
         readers += 1;
-        tee(err, std::io::stderr(), false, tx.clone());
+        capture(err, false, opts.capture_limit, tx.clone());
     }
     drop(tx);
 
@@ -185,7 +199,7 @@ fn run_plan_full(
         let channel = spawned.signal_tx.as_ref().filter(|_| !started).map_or(-1, |c| c.as_raw_fd());
         let mut fds = [
             libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: signals.read_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: opts.control.read_fd(), events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: channel, events: libc::POLLIN, revents: 0 },
         ];
         // SAFETY: a valid array of three pollfd; a negative fd is ignored.
@@ -211,8 +225,10 @@ fn run_plan_full(
             }
         }
         if fds[1].revents != 0 {
-            for sig in signals.drain() {
-                if kill_at.is_some() && !timed_out {
+            for sig in opts.control.drain() {
+                if sig == Control::KILL {
+                    pidfd_kill(&pidfd, libc::SIGKILL);
+                } else if kill_at.is_some() && !timed_out {
                     // A second Ctrl-C: no more waiting.
                     pidfd_kill(&pidfd, libc::SIGKILL);
                 } else {
@@ -253,7 +269,6 @@ fn run_plan_full(
             Err(_) => break,
         }
     }
-    drop(signals);
     drop(spawned.placeholders);
 
     let (raw, rusage) = status;
@@ -271,8 +286,8 @@ fn run_plan_full(
         exit_code = 125;
     } else if !started {
         // bwrap failed before the supervisor forked the task: paddock's own failure.
-        eprintln!(
-            "paddock: the sandbox could not be set up (bubblewrap's message is above); run `paddock check`"
+        opts.notes.push(
+            "the sandbox could not be set up (bubblewrap's message is above); run `paddock check`",
         );
         exit_code = 125;
     }
@@ -295,30 +310,43 @@ fn run_plan_full(
     })
 }
 
-/// Copies a child pipe to our stream, sending each chunk on (true for stdout); an empty
-/// chunk means EOF.
-fn tee<R: Read + Send + 'static, W: Write + Send + 'static>(
+/// Reads a child pipe to its end, sending each chunk on (true for stdout) until `limit`
+/// bytes were sent, then only counting; an empty chunk means EOF, after a marker saying how
+/// much was cut. The pipe is always read, so a task is never blocked on output nobody reads.
+fn capture<R: Read + Send + 'static>(
     mut from: R,
-    mut to: W,
     is_stdout: bool,
+    limit: usize,
     tx: mpsc::Sender<(bool, Vec<u8>)>,
 ) {
-    std::thread::spawn(move || {
+    let reader = move || {
         let mut buf = vec![0u8; 64 * 1024];
+        let (mut kept, mut cut) = (0usize, 0u64);
         loop {
             match from.read(&mut buf) {
-                Ok(0) | Err(_) => break,
+                Ok(0) => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
                 Ok(n) => {
-                    let _ = to.write_all(&buf[..n]);
-                    let _ = to.flush();
-                    if tx.send((is_stdout, buf[..n].to_vec())).is_err() {
+                    let keep = n.min(limit - kept);
+                    kept += keep;
+                    cut += (n - keep) as u64;
+                    if keep > 0 && tx.send((is_stdout, buf[..keep].to_vec())).is_err() {
                         break;
                     }
                 }
             }
         }
+        if cut > 0 {
+            let marker = format!("\n[paddock: {cut} more bytes cut; the capture limit is {limit} bytes]\n");
+            let _ = tx.send((is_stdout, marker.into_bytes()));
+        }
         let _ = tx.send((is_stdout, Vec::new()));
-    });
+    };
+    let name = if is_stdout { "paddock-stdout" } else { "paddock-stderr" };
+    // Without a thread the pipe's read end closes with the closure: the task's writes then
+    // fail (EPIPE) rather than block, and the drain below sees its sender gone.
+    let _ = std::thread::Builder::new().name(name.into()).spawn(reader);
 }
 
 /// What the supervisor said up the channel.
@@ -407,62 +435,73 @@ fn wait4(pid: i32) -> Result<(i32, libc::rusage)> {
     }
 }
 
-/// The write end of the self-pipe the signal handler writes to (-1: none).
-static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
+/// The caller's hold on one run: polite signals and the kill go down a pipe the supervision
+/// loop polls, and the loop publishes the sandbox's pid here once it spawned it. Cloned
+/// handles share the one pipe; nothing is process-wide.
+#[derive(Clone, Debug)]
+pub struct Control {
+    read: Arc<OwnedFd>,
+    write: Arc<OwnedFd>,
+    pid: Arc<AtomicI32>,
+    spawned: Option<crossbeam_channel::Sender<i32>>,
+}
 
-extern "C" fn on_signal(sig: libc::c_int) {
-    let fd = SIGNAL_PIPE.load(Ordering::Relaxed);
-    if fd >= 0 {
-        let byte = [u8::try_from(sig).unwrap_or(0)];
-        // SAFETY: write is async-signal-safe; the buffer is valid.
-        unsafe { libc::write(fd, byte.as_ptr().cast(), 1) };
+impl Control {
+    /// The byte that asks for the kill (signal numbers are 1 to 64).
+    const KILL: i32 = 0;
+
+    /// A new hold on a run not yet started.
+    pub fn new() -> std::io::Result<Control> {
+        let (read, write) = nix::unistd::pipe2(
+            nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK,
+        )?;
+        Ok(Control {
+            read: Arc::new(read),
+            write: Arc::new(write),
+            pid: Arc::new(AtomicI32::new(0)),
+            spawned: None,
+        })
     }
-}
 
-/// SIGINT, SIGTERM and SIGHUP turned into bytes on a self-pipe for the run's duration; the
-/// previous handlers come back on drop. A signal ignored when paddock started (`nohup`, a
-/// job started in the background by a shell) stays ignored: by paddock, and so by the task,
-/// which inherits the disposition through every exec (a hang-up must not end a task its user
-/// started with hang-ups ignored).
-struct SignalCatcher {
-    read: OwnedFd,
-    write: OwnedFd,
-    old: Vec<(i32, libc::sigaction)>,
-}
+    /// [`Control::new`], also telling `spawned` each pid the run spawns.
+    pub fn notifying(spawned: crossbeam_channel::Sender<i32>) -> std::io::Result<Control> {
+        Ok(Control { spawned: Some(spawned), ..Control::new()? })
+    }
 
-impl SignalCatcher {
-    const SIGNALS: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
-
-    fn install() -> Result<SignalCatcher> {
-        let mut fds = [0; 2];
-        // SAFETY: a valid two-int array.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
-            return Err(std::io::Error::last_os_error().into());
+    /// Asks for a polite signal to the task's process group (through the supervisor); a
+    /// second one while the first's grace period runs kills the sandbox.
+    pub fn signal(&self, sig: i32) -> std::io::Result<()> {
+        if !(1..=64).contains(&sig) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{sig} is not a signal number"),
+            ));
         }
-        // SAFETY: two fresh descriptors that we now own.
-        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        SIGNAL_PIPE.store(write.as_raw_fd(), Ordering::Relaxed);
-        let mut old = Vec::new();
-        for sig in Self::SIGNALS {
-            // SAFETY: zeroed sigaction structs are valid; a query (no new action) only writes
-            // `prev`; the handler is an extern "C" fn that only calls write.
-            unsafe {
-                let mut prev: libc::sigaction = std::mem::zeroed();
-                if libc::sigaction(sig, std::ptr::null(), &mut prev) != 0
-                    || prev.sa_sigaction == libc::SIG_IGN
-                {
-                    continue;
-                }
-                let mut act: libc::sigaction = std::mem::zeroed();
-                act.sa_sigaction = on_signal as *const () as usize;
-                act.sa_flags = libc::SA_RESTART;
-                libc::sigemptyset(&mut act.sa_mask);
-                if libc::sigaction(sig, &act, &mut prev) == 0 {
-                    old.push((sig, prev));
-                }
-            }
+        self.send(sig)
+    }
+
+    /// Asks for the sandbox to be killed at once.
+    pub fn kill(&self) -> std::io::Result<()> {
+        self.send(Control::KILL)
+    }
+
+    /// The pid of the sandbox (bwrap, or the tracer around it) on the host; 0 before it
+    /// was spawned.
+    pub fn pid(&self) -> i32 {
+        self.pid.load(Ordering::SeqCst)
+    }
+
+    fn send(&self, byte: i32) -> std::io::Result<()> {
+        let byte = [u8::try_from(byte).unwrap_or(0)];
+        nix::unistd::write(&*self.write, &byte)?;
+        Ok(())
+    }
+
+    fn spawned(&self, pid: i32) {
+        self.pid.store(pid, Ordering::SeqCst);
+        if let Some(tx) = &self.spawned {
+            let _ = tx.send(pid);
         }
-        Ok(SignalCatcher { read, write, old })
     }
 
     fn read_fd(&self) -> RawFd {
@@ -471,20 +510,38 @@ impl SignalCatcher {
 
     fn drain(&self) -> Vec<i32> {
         let mut buf = [0u8; 64];
-        // SAFETY: reading into a valid buffer from a non-blocking pipe.
-        let n = unsafe { libc::read(self.read.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        buf[..usize::try_from(n).unwrap_or(0)].iter().map(|b| i32::from(*b)).collect()
+        let n = nix::unistd::read(&*self.read, &mut buf).unwrap_or(0);
+        buf[..n].iter().map(|b| i32::from(*b)).collect()
     }
 }
 
-impl Drop for SignalCatcher {
-    fn drop(&mut self) {
-        for (sig, prev) in &self.old {
-            // SAFETY: restoring the handler that was there before.
-            unsafe { libc::sigaction(*sig, prev, std::ptr::null_mut()) };
+/// What a run has to tell its caller (notes, warnings), gathered as it goes: the library
+/// prints nothing. Each line is a sentence without the `paddock: ` prefix a CLI adds.
+#[derive(Clone, Debug, Default)]
+pub struct Notes(Arc<Mutex<Vec<String>>>);
+
+impl Notes {
+    /// Adds a line.
+    pub fn push(&self, line: impl Into<String>) {
+        if let Ok(mut lines) = self.0.lock() {
+            lines.push(line.into());
         }
-        if SIGNAL_PIPE.load(Ordering::Relaxed) == self.write.as_raw_fd() {
-            SIGNAL_PIPE.store(-1, Ordering::Relaxed);
+    }
+
+    /// The lines gathered so far, leaving none.
+    pub fn take(&self) -> Vec<String> {
+        self.0.lock().map(|mut l| std::mem::take(&mut *l)).unwrap_or_default()
+    }
+
+    /// Adds lines.
+    pub fn extend(&self, lines: impl IntoIterator<Item = String>) {
+        if let Ok(mut l) = self.0.lock() {
+            l.extend(lines);
         }
+    }
+
+    /// The lines gathered so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.0.lock().map(|l| l.clone()).unwrap_or_default()
     }
 }

@@ -1,0 +1,247 @@
+//! One task from start to report: the run's runtime dir and lock, the sweep of dead runs,
+//! resolution settled against other live runs' placeholders, the plan, the host ends of
+//! its bridges, the itemized run, and what is found after it (links changed, names that
+//! appeared, what the task created that git or a shell would run).
+//!
+//! This is the order `paddock run` has always kept, now owned by one function that any
+//! caller (the library's `Sandbox`, the CLI through it) runs on a thread of its own. It
+//! prints nothing: notes are gathered in the run's [`Notes`], the report is returned.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use paddock_policy::{
+    AbsPathBuf, Backend, HostFacts, ItemizeMode, ResolvedPolicy, SpawnPlan, Task, Violation,
+};
+
+use crate::error::Context;
+use crate::runtime::exec::Output;
+use crate::runtime::observe::Mechanism;
+use crate::runtime::prespawn::{PrespawnSlot, Prespawned};
+use crate::runtime::project_walk::Scanned;
+use crate::runtime::runtime_dir::RuntimeDir;
+use crate::runtime::strace::Ran;
+use crate::runtime::supervise::{Control, Notes, RunOptions, RunOutcome};
+use crate::runtime::{Result, Toggles, bail};
+
+/// A policy resolved for one spawn, with what the caller should be told about it.
+#[derive(Debug)]
+pub struct Resolution {
+    /// The resolved policy.
+    pub resolved: ResolvedPolicy,
+    /// Notes from conversion and resolution.
+    pub notes: Vec<String>,
+    /// The task's working directory (canonical).
+    pub cwd: AbsPathBuf,
+    /// The walk of the project at start, for the one after the run.
+    pub scanned: Option<Scanned>,
+}
+
+/// What to run and how.
+#[derive(Debug)]
+pub struct Request {
+    /// The program and its arguments.
+    pub command: Vec<OsString>,
+    /// Variables set on top of the policy's environment.
+    pub env: Vec<(OsString, OsString)>,
+    /// Variables removed from the policy's environment.
+    pub env_remove: Vec<OsString>,
+    /// The itemizing mode, when the caller overrides the policy's `report.itemize`.
+    pub itemize: Option<ItemizeMode>,
+    /// Strategies the caller turned off.
+    pub toggles: Toggles,
+    /// Where the task's standard streams go.
+    pub stdio: Output,
+    /// The most bytes of each piped stream kept.
+    pub capture_limit: usize,
+    /// Kill the task after this long.
+    pub timeout: Option<Duration>,
+    /// Between the polite signal and the kill.
+    pub grace: Duration,
+    /// A bwrap started before the plan, for the spawn when it fits.
+    pub prespawned: Option<Prespawned>,
+    /// The caller's hold on the run.
+    pub control: Control,
+    /// Where the run's notes go.
+    pub notes: Notes,
+}
+
+/// A finished task: how it ended and everything the report says.
+#[derive(Debug)]
+pub struct Finished {
+    /// How the task ended (exit code, signal, timeout, usage, captured output).
+    pub outcome: RunOutcome,
+    /// Which mechanism itemized its denials, if one did.
+    pub itemized_by: Option<&'static str>,
+    /// The reported denials: traced or observed, refused by the proxy, created for git or
+    /// a shell to run.
+    pub violations: Vec<Violation>,
+    /// The policy the task ran under (for summaries and hints).
+    pub resolved: ResolvedPolicy,
+    /// The task's working directory.
+    pub cwd: AbsPathBuf,
+}
+
+/// Runs the task `request` describes to its end. `load` resolves the policy, given the
+/// placeholders of other live runs (to be taken for missing names); its error comes back
+/// as it is. A failure before the spawn leaves nothing behind.
+pub fn run<E: From<crate::Error>>(
+    request: Request,
+    facts: &HostFacts,
+    load: impl FnMut(Vec<PathBuf>) -> std::result::Result<Resolution, E>,
+) -> std::result::Result<Finished, E> {
+    let Request {
+        command,
+        env,
+        env_remove,
+        itemize,
+        toggles,
+        stdio,
+        capture_limit,
+        timeout,
+        grace,
+        prespawned,
+        control,
+        notes,
+    } = request;
+    // Locked before resolution: a run that may take another's placeholder for the user's
+    // file is then alive when that run decides whether to remove it
+    // (`runtime_dir::release_placeholders`).
+    let runtime = RuntimeDir::create_with_tmp(false).with_context(|| {
+        format!(
+            "cannot create the task's runtime directory under {} (`paddock check` says why)",
+            crate::runtime::runtime_dir::base().display()
+        )
+    })?;
+    // Swept before resolution: a killed run's placeholders should be gone before resolution
+    // looks at the project, or they would be taken for the user's own files.
+    let own = Some(runtime.path().as_path());
+    let foreign = crate::runtime::runtime_dir::sweep_stale(own);
+    let mut loaded = crate::runtime::runtime_dir::resolve_settled(own, foreign, load)?;
+    for n in loaded.notes.drain(..) {
+        notes.push(format!("note: {n}"));
+    }
+    set_env(&mut loaded.resolved, env, &env_remove);
+    // `tmp/` only when the plan mounts the task's tmp there (a grant covers /tmp).
+    if !loaded.resolved.private_tmp {
+        runtime.make_tmp().context("cannot create the task's tmp directory")?;
+    }
+    let mode = itemize.unwrap_or(loaded.resolved.report.itemize);
+    let (mechanism, itemize_note) = crate::runtime::observe::choose(mode, facts, toggles);
+    let task = task(&command, &loaded.cwd, runtime.path(), mechanism.observes())?;
+    let plan = crate::LinuxBwrap.plan(&loaded.resolved, &task, facts).map_err(crate::Error::from)?;
+    for d in &plan.diagnostics {
+        notes.push(d.clone());
+    }
+    // Before the spawn: placeholders of other runs among these must outlive this run.
+    let uses = runtime
+        .record_uses_of(&loaded.resolved)
+        .context("cannot write the task's runtime directory")?;
+    // Host ends of port grants and the egress proxy: a busy port fails here, before the
+    // task starts. They stop with the task (or with this process: the sweep takes sockets).
+    let bridges = crate::runtime::host_bridges::Bridges::start(&plan, &loaded.resolved)?;
+    let opts = RunOptions {
+        timeout,
+        grace,
+        stdio,
+        capture_limit,
+        control,
+        notes: notes.clone(),
+        uses,
+        toggles,
+        inherit: bridges.inherited(),
+        prespawned: PrespawnSlot::new(prespawned),
+    };
+    if let Some(note) = itemize_note {
+        notes.push(format!("note: {note}"));
+    }
+    let links = crate::runtime::links::ProtectedLinks::record(&loaded.resolved);
+    let ran = itemized(mechanism, &plan, &loaded, &task, facts, &opts, &runtime);
+    // Whatever happened, the host ends stop with the task.
+    let proxied = bridges.has_proxy();
+    let (refused, reasons) = bridges.stop(&loaded.resolved);
+    let ran = ran?;
+    for line in links.changed() {
+        notes.push(format!("warning: {line}"));
+    }
+    notes.extend(reasons);
+    drop(runtime);
+    for line in crate::runtime::appeared::appeared(&loaded.resolved) {
+        notes.push(format!("note: {line}"));
+    }
+    let Ran { outcome, itemized_by, mut violations } = ran;
+    // The proxy itemizes refused destinations whether or not a tracer ran.
+    let itemized_by = itemized_by.or(proxied.then_some("proxy"));
+    violations.extend(refused);
+    // What the task created that git or a shell would run: the walk again, through its
+    // cache (only the directories that changed are listed).
+    if let Some(scanned) = &loaded.scanned {
+        let (created, lines) = crate::runtime::project_walk::after_run(scanned);
+        violations.extend(created);
+        notes.extend(lines);
+    }
+    Ok(Finished { outcome, itemized_by, violations, resolved: loaded.resolved, cwd: loaded.cwd })
+}
+
+/// The caller's variables over the policy's environment.
+fn set_env(resolved: &mut ResolvedPolicy, env: Vec<(OsString, OsString)>, remove: &[OsString]) {
+    resolved.env.retain(|(k, _)| !remove.contains(k) && !env.iter().any(|(n, _)| n == k));
+    resolved.env.extend(env);
+}
+
+fn task(command: &[OsString], cwd: &AbsPathBuf, runtime_dir: &AbsPathBuf, observe: bool) -> Result<Task> {
+    let Some((program, args)) = command.split_first() else {
+        bail!("no program to run")
+    };
+    Ok(Task {
+        program: program.clone(),
+        args: args.to_vec(),
+        cwd: cwd.clone(),
+        runtime_dir: runtime_dir.clone(),
+        observe,
+    })
+}
+
+/// Runs the plan itemized by `mechanism`: the one dispatcher of the itemizers. The
+/// observers are one strategy; when they cannot start, the task runs once, planned again
+/// without them, itemized by strace if it is here ([`crate::runtime::strace::run`] picks
+/// among strace's own strategies).
+fn itemized(
+    mechanism: Mechanism,
+    plan: &SpawnPlan,
+    loaded: &Resolution,
+    task: &Task,
+    facts: &HostFacts,
+    opts: &RunOptions,
+    runtime: &RuntimeDir,
+) -> Result<Ran> {
+    use std::borrow::Cow;
+    let dir = Some(runtime.path().as_path());
+    let (plan, trace) = match mechanism {
+        Mechanism::Observe => {
+            if let Some(ran) = crate::runtime::observe::run(plan, &loaded.resolved, opts, dir)? {
+                return Ok(ran);
+            }
+            // What `auto` picks on a host without the observers.
+            let (trace, _) = crate::runtime::strace::choose(ItemizeMode::Auto, facts);
+            opts.notes.push(if trace.is_some() {
+                "note: itemizing with strace instead"
+            } else {
+                "note: denials are enforced but not itemized"
+            });
+            let task = Task { observe: false, ..task.clone() };
+            (Cow::Owned(crate::LinuxBwrap.plan(&loaded.resolved, &task, facts)?), trace)
+        }
+        Mechanism::Strace(o) => (Cow::Borrowed(plan), Some(o)),
+        Mechanism::Off => (Cow::Borrowed(plan), None),
+    };
+    let run = crate::runtime::strace::Run {
+        plan: &plan,
+        policy: &loaded.resolved,
+        cwd: &loaded.cwd,
+        opts,
+        runtime_dir: dir,
+    };
+    crate::runtime::strace::run(run, trace.as_ref())
+}
