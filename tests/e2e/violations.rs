@@ -255,12 +255,18 @@ fn itemize_off_runs_untraced() {
     assert!(report["violations"].as_array().unwrap().is_empty());
 }
 
-/// The children of `pid` (Linux `/proc/PID/task/PID/children`).
+/// The children of `pid`, of every thread (Linux `/proc/PID/task/TID/children`: paddock
+/// supervises each task from a thread of its own).
 fn children(pid: u32) -> Vec<u32> {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .unwrap_or_default()
-        .split_whitespace()
-        .filter_map(|p| p.parse().ok())
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten();
+    tasks
+        .flat_map(|t| {
+            std::fs::read_to_string(t.path().join("children"))
+                .unwrap_or_default()
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
         .collect()
 }
 

@@ -1,25 +1,69 @@
-//! The `paddock` command as a library: config discovery, backend choice, supervision of the
-//! sandboxed task, and reports. The binary (`main.rs`) only maps errors to exit statuses.
+//! paddock runs a command with exactly the files, network and sockets its policy grants,
+//! and afterwards says precisely what the command was denied.
 //!
-//! # Example
+//! This crate is the library a task runner embeds, shaped like `std::process`: a
+//! [`Sandbox`] is a project and its policy, built once; [`Sandbox::spawn`] runs a
+//! [`Command`] in a sandbox of its own and returns a [`Child`]; [`Child::wait`] returns the
+//! task's [`Report`], with every denial a [`Violation`].
 //!
 //! ```no_run
-//! use clap::Parser;
-//! let cli = paddock::args::Cli::parse_from(["paddock", "plan", "--json", "--", "true"]);
-//! let code = paddock::commands::dispatch(&cli)?;
-//! assert_eq!(code, 0);
-//! # Ok::<(), anyhow::Error>(())
+//! use paddock::{Command, Report, Sandbox, Stdio};
+//!
+//! let sandbox = Sandbox::builder("/path/to/project")
+//!     .policy_toml("[allow]\nnetwork = \"off\"\n")?
+//!     .home("/home/me")
+//!     .build()?;
+//! let mut child = sandbox.spawn(
+//!     Command::new("cargo")
+//!         .args(["test"])
+//!         .current_dir("sub")
+//!         .env("K", "V")
+//!         .stdin(Stdio::null())
+//!         .stdout(Stdio::piped())
+//!         .stderr(Stdio::piped())
+//!         .timeout(std::time::Duration::from_secs(600)),
+//! )?;
+//! println!("sandbox pid {}", child.id());
+//! let out = child.wait_with_output()?;
+//! let report: Report = out.report;
+//! for v in &report.violations {
+//!     println!("denied: {v:?}");
+//! }
+//! # Ok::<(), paddock::Error>(())
 //! ```
+//!
+//! # Many tasks, one process
+//!
+//! A `Sandbox` is `Send + Sync + Clone`; any number of tasks may run at once, from any
+//! thread. The library keeps no process-wide state: no globals, no signal handlers (a
+//! caller forwards its own signals with [`Child::signal`]), nothing printed (notes are in
+//! [`Report::notes`] and [`Child::notes`]), no `PADDOCK_*` variables read (the `paddock`
+//! binary maps them to [`SandboxBuilder`] options), no CPU pinning of the caller's threads.
+//! Each task's runtime directory, placeholders, bridges and processes are its own and are
+//! gone when its `Child` is waited for or dropped.
 //!
 //! # Supported platforms
 //!
-//! Linux (bubblewrap) runs tasks; `plan` works everywhere, including the macOS plan on
-//! Linux (`--backend macos-seatbelt`).
+//! Linux (bubblewrap) runs tasks. On macOS, [`Sandbox::spawn`] returns
+//! [`Error::Unavailable`] until the seatbelt runner lands; `paddock plan` shows its profile
+//! on every OS.
 
-pub mod args;
-pub mod commands;
-#[cfg(target_os = "linux")]
-pub mod learn;
-pub mod load;
-pub mod propose;
-pub mod report;
+#![deny(missing_docs)]
+
+mod child;
+mod command;
+pub mod config;
+mod error;
+mod report;
+mod sandbox;
+
+#[doc(hidden)]
+pub mod cli;
+
+pub use child::{Child, Handle};
+pub use command::{Command, Stdio};
+pub use error::Error;
+pub use paddock_linux_bwrap::runtime::Toggles;
+pub use paddock_policy::{ItemizeMode, Violation, ViolationKind};
+pub use report::{Output, Report};
+pub use sandbox::{DEFAULT_CAPTURE_LIMIT, Sandbox, SandboxBuilder};

@@ -1,6 +1,9 @@
 //! The `paddock` command: see `paddock --help`. All logic is in the library; this file maps
-//! errors to exit statuses (125 for paddock's own) and hands the hidden `__supervise` and
-//! `__shim` subcommands to the Linux supervisor and shim.
+//! errors to exit statuses (125 for paddock's own), hands the hidden `__supervise` and
+//! `__shim` subcommands to the Linux supervisor and shim, and owns the process-wide parts
+//! the library leaves to its caller: the signal handlers of `paddock run` (SIGINT, SIGTERM
+//! and SIGHUP become bytes on a pipe that `run` forwards to the task; one the process was
+//! started with ignored, as under `nohup`, stays ignored, and so ignored for the task).
 //!
 //! It starts at C's `main`, without std's runtime set-up, which every run would pay for
 //! (about 0.1 ms: it reads `/proc/self/maps` through `pthread_getattr_np` to find the main
@@ -79,25 +82,35 @@ fn main() -> std::process::ExitCode {
 /// Runs the command line; returns the exit status.
 fn run() -> u8 {
     #[cfg(target_os = "linux")]
-    {
+    let prespawned = {
         let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
         if let Some(code) = paddock_linux_bwrap::run_hidden_subcommand(&args) {
             return u8::try_from(code.clamp(0, 255)).unwrap_or(125);
         }
-        paddock::commands::prespawn_early(&args);
-    }
-    let cli = match paddock::args::Cli::try_parse() {
+        paddock::cli::commands::prespawn_early(&args)
+    };
+    let cli = match paddock::cli::args::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
             // A bwrap started for a `run` that is not one after all goes first.
             #[cfg(target_os = "linux")]
-            drop(paddock_linux_bwrap::runtime::prespawn::take_early());
-            let code = if e.use_stderr() { paddock::commands::EXIT_PADDOCK_ERROR } else { 0 };
+            drop(prespawned);
+            let code = if e.use_stderr() { paddock::cli::commands::EXIT_PADDOCK_ERROR } else { 0 };
             let _ = e.print();
             return code;
         }
     };
-    match paddock::commands::dispatch(&cli) {
+    let signals = match &cli.command {
+        #[cfg(unix)]
+        paddock::cli::args::Command::Run(_) => signals::catch(),
+        _ => None,
+    };
+    let start = paddock::cli::commands::Start {
+        #[cfg(target_os = "linux")]
+        prespawned,
+        signals,
+    };
+    match paddock::cli::commands::dispatch(&cli, start) {
         Ok(code) => code,
         // A reader that stopped reading (`paddock plan | head`) is not an error.
         Err(e)
@@ -112,7 +125,59 @@ fn run() -> u8 {
         }
         Err(e) => {
             eprintln!("paddock: {e:#}");
-            paddock::commands::EXIT_PADDOCK_ERROR
+            paddock::cli::commands::EXIT_PADDOCK_ERROR
         }
+    }
+}
+
+/// The signal handlers of `paddock run`: the process's, so the binary's, never the
+/// library's.
+#[cfg(unix)]
+mod signals {
+    use std::os::fd::{IntoRawFd, OwnedFd};
+    use std::sync::atomic::{AtomicI32, Ordering};
+
+    /// The write end of the pipe the handler writes to (-1: none).
+    static PIPE: AtomicI32 = AtomicI32::new(-1);
+
+    extern "C" fn on_signal(sig: libc::c_int) {
+        let fd = PIPE.load(Ordering::Relaxed);
+        if fd >= 0 {
+            let byte = [u8::try_from(sig).unwrap_or(0)];
+            // SAFETY: write is async-signal-safe; the buffer is valid.
+            unsafe { libc::write(fd, byte.as_ptr().cast(), 1) };
+        }
+    }
+
+    /// SIGINT, SIGTERM and SIGHUP turned into bytes on a pipe, for the rest of the process;
+    /// its read end. A signal ignored when paddock started (`nohup`, a job a shell started
+    /// in the background) stays ignored: by paddock, and so by the task, which inherits the
+    /// disposition through every exec.
+    pub fn catch() -> Option<OwnedFd> {
+        let (read, write) =
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
+                .ok()?;
+        // The read end blocks: a thread of `run` waits on it.
+        let _ = nix::fcntl::fcntl(&read, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::empty()));
+        // Kept open for the life of the process: a handler may write to it at any time.
+        PIPE.store(write.into_raw_fd(), Ordering::Relaxed);
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            // SAFETY: zeroed sigaction structs are valid; a query (no new action) only writes
+            // `prev`; the handler is an extern "C" fn that only calls write.
+            unsafe {
+                let mut prev: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(sig, std::ptr::null(), &mut prev) != 0
+                    || prev.sa_sigaction == libc::SIG_IGN
+                {
+                    continue;
+                }
+                let mut act: libc::sigaction = std::mem::zeroed();
+                act.sa_sigaction = on_signal as *const () as usize;
+                act.sa_flags = libc::SA_RESTART;
+                libc::sigemptyset(&mut act.sa_mask);
+                libc::sigaction(sig, &act, std::ptr::null_mut());
+            }
+        }
+        Some(read)
     }
 }

@@ -13,7 +13,6 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 
 use paddock_policy::HostFacts;
 use serde::Serialize;
@@ -79,22 +78,17 @@ pub struct Probe {
     pub report: CheckReport,
 }
 
-/// The probe of this host, collected once per process.
-pub fn probe() -> &'static Probe {
-    static PROBE: OnceLock<Probe> = OnceLock::new();
-    PROBE.get_or_init(collect)
+/// The probe of this host, collected now (a caller that needs it twice keeps it: nothing
+/// is memoized in the process).
+pub fn probe() -> Probe {
+    collect()
 }
 
 /// The first bwrap of the probe's list that can be trusted (what [`facts`] finds when its
-/// cache is valid), found without the rest of the probe. Memoized per process: a run asks
-/// for it before its command line is parsed, and [`facts`] again.
+/// cache is valid), found without the rest of the probe. A run asks
+/// for it before its command line is parsed.
 pub fn trusted_bwrap() -> Option<paddock_policy::AbsPathBuf> {
-    static BWRAP: OnceLock<Option<paddock_policy::AbsPathBuf>> = OnceLock::new();
-    BWRAP
-        .get_or_init(|| {
-            first_trusted_quietly(BWRAP_PATHS).and_then(paddock_policy::AbsPathBuf::new_lexical)
-        })
-        .clone()
+    first_trusted_quietly(BWRAP_PATHS).and_then(paddock_policy::AbsPathBuf::new_lexical)
 }
 
 /// The first of `paths` that exists and can be trusted ([`trusted_helper`]), without saying
@@ -104,7 +98,7 @@ fn first_trusted_quietly(paths: &'static [&'static str]) -> Option<&'static Path
 }
 
 /// The facts for planning a run, cheaply: from a cache of an earlier full probe when it is
-/// still valid, else from [`probe`] (which refreshes the cache). Memoized per process.
+/// still valid, else from [`probe`] (which refreshes the cache).
 ///
 /// Only a fully positive probe (user namespaces and a fresh `/proc` work) is cached, and the
 /// cache is keyed by the boot, the uid and the identity (inode, size, mtime) of the bwrap and
@@ -113,8 +107,7 @@ fn first_trusted_quietly(paths: &'static [&'static str]) -> Option<&'static Path
 /// fails and the run exits 125 without running the task; it can never switch on a weaker
 /// mode (POL-13). `paddock check` always probes for real.
 pub fn facts() -> HostFacts {
-    static FACTS: OnceLock<HostFacts> = OnceLock::new();
-    FACTS.get_or_init(|| read_cache().unwrap_or_else(|| probe().facts.clone())).clone()
+    read_cache().unwrap_or_else(|| probe().facts)
 }
 
 const CACHE_FILE: &str = "probe-v2";

@@ -84,7 +84,9 @@ pub fn run_observed<O: Observer>(
         end(child);
     }
     if let Some(e) = &outcome.tracer_error {
-        opts.notes.push(format!("note: strace could not attach to the sandbox ({e}); tracing bubblewrap instead"));
+        opts.notes.push(format!(
+            "note: strace could not attach to the sandbox ({e}); tracing bubblewrap instead"
+        ));
         return Ok(None);
     }
     let finished = reader.finish();

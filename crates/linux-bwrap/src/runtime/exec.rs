@@ -243,9 +243,7 @@ pub fn spawn_with(
     };
     // A piped stdin gets nothing written: it reads as `/dev/null` does.
     let stdin = if output.stdin == Stream::Piped { Stream::Null } else { output.stdin };
-    cmd.stdin(std_stdio(stdin))
-        .stdout(std_stdio(output.stdout))
-        .stderr(std_stdio(output.stderr));
+    cmd.stdin(std_stdio(stdin)).stdout(std_stdio(output.stdout)).stderr(std_stdio(output.stderr));
     cmd.process_group(0);
     let observer = observer.cloned();
     // SAFETY: the closure makes only async-signal-safe syscalls (the observer's unshare,
@@ -320,12 +318,18 @@ fn spawn_posix(
         match stream {
             Stream::Inherit => {}
             Stream::Null => {
-                let flag = if fd == 0 { nix::fcntl::OFlag::O_RDONLY } else { nix::fcntl::OFlag::O_WRONLY };
+                let flag =
+                    if fd == 0 { nix::fcntl::OFlag::O_RDONLY } else { nix::fcntl::OFlag::O_WRONLY };
                 actions.add_open(fd, c"/dev/null", flag, nix::sys::stat::Mode::empty())?;
             }
             // A piped stdin is not offered: the runner has nothing to write.
             Stream::Piped if fd == 0 => {
-                actions.add_open(fd, c"/dev/null", nix::fcntl::OFlag::O_RDONLY, nix::sys::stat::Mode::empty())?;
+                actions.add_open(
+                    fd,
+                    c"/dev/null",
+                    nix::fcntl::OFlag::O_RDONLY,
+                    nix::sys::stat::Mode::empty(),
+                )?;
             }
             Stream::Piped => {
                 let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;

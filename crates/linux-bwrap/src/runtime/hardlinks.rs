@@ -156,40 +156,40 @@ fn walk(
     true
 }
 
-/// The findings for people, one line each; the exit status is 1 when a hidden file is
-/// linked elsewhere in the project.
-pub fn print(f: &Findings) -> u8 {
+/// The findings for people, one line each (as `paddock check` prints them).
+pub fn lines(f: &Findings) -> Vec<String> {
+    let mut out = Vec::new();
     let shown = |p: &Path| {
         p.strip_prefix(&f.project)
             .map_or_else(|_| p.display().to_string(), |r| r.display().to_string())
     };
     for l in &f.linked {
         let names: Vec<String> = l.also_at.iter().map(|p| shown(p)).collect();
-        println!(
+        out.push(format!(
             "warn hard links         {} is hidden ({}) but hard-linked as {}: readable there inside the sandbox",
             shown(&l.hidden),
             l.hidden_by,
             names.join(", ")
-        );
-        println!(
+        ));
+        out.push(format!(
             "                        fix: remove the other name(s), or deny them too; paddock's walls hide paths, not inodes"
-        );
+        ));
     }
     for p in &f.unaccounted {
-        println!(
+        out.push(format!(
             "note hard links         {} has links outside the project{}; grant nothing that holds them",
             shown(p),
             if f.complete { "" } else { " (or beyond the walk's bound)" }
-        );
+        ));
     }
     if f.linked.is_empty() {
-        println!(
+        out.push(format!(
             "ok   hard links         no file hidden by deny.read is hard-linked elsewhere in {}",
             f.project.display()
-        );
+        ));
     }
     if !f.complete {
-        println!("note hard links         the walk stopped after {} entries", f.walked);
+        out.push(format!("note hard links         the walk stopped after {} entries", f.walked));
     }
-    u8::from(!f.linked.is_empty())
+    out
 }

@@ -50,7 +50,9 @@ pub fn run(run: Run<'_>, topts: &TraceOptions) -> Result<Option<Ran>> {
     let ended = finished.observer.ended;
     let violations = finished.observer.inner.reported.into_vec();
     if !ended && !outcome.timed_out {
-        opts.notes.push(format!("strace ended before the task did; the denials seen until then are reported"));
+        opts.notes.push(format!(
+            "strace ended before the task did; the denials seen until then are reported"
+        ));
         return Ok(Some(Ran { outcome, itemized_by: None, violations }));
     }
     Ok(Some(Ran { outcome, itemized_by: Some("strace"), violations }))

@@ -154,7 +154,8 @@ pub fn run(
         match done_rx.recv_deadline(deadline) {
             Ok(part) => seen.merge(part),
             Err(_) => {
-                opts.notes.push(format!("note: an observer did not finish; some denials may be missing"));
+                opts.notes
+                    .push(format!("note: an observer did not finish; some denials may be missing"));
                 break;
             }
         }
@@ -227,10 +228,16 @@ impl Seen {
     /// creates it.
     fn report(self, policy: &ResolvedPolicy, notes: &Notes) -> Vec<Violation> {
         if self.dropped > 0 {
-            notes.push(format!("note: more than {MAX_DISTINCT} distinct denials; {} more were not itemized", self.dropped));
+            notes.push(format!(
+                "note: more than {MAX_DISTINCT} distinct denials; {} more were not itemized",
+                self.dropped
+            ));
         }
         if self.malformed > 0 {
-            notes.push(format!("note: {} malformed records from the sandbox were ignored", self.malformed));
+            notes.push(format!(
+                "note: {} malformed records from the sandbox were ignored",
+                self.malformed
+            ));
         }
         let all = self.set.into_vec();
         let written: Vec<PathBuf> = all

@@ -439,7 +439,7 @@ fn run_untraced(
     runtime_dir: Option<&Path>,
 ) -> Result<RunOutcome> {
     let without_libc = (plan.backend == crate::BACKEND_NAME)
-        .then(|| crate::probe::facts().supervisor_nolibc_exe)
+        .then(|| opts.supervisor_nolibc.clone())
         .flatten()
         .and_then(AbsPathBuf::new_lexical)
         .and_then(|exe| crate::nolibc::without_libc(plan, &exe));
@@ -493,7 +493,8 @@ pub fn run(run: Run<'_>, trace: Option<&TraceOptions>) -> Result<Ran> {
             violations: f.observer.reported.into_vec(),
         }),
         None => {
-            opts.notes.push(format!("the trace did not end with the task; denials are not itemized"));
+            opts.notes
+                .push(format!("the trace did not end with the task; denials are not itemized"));
             Ok(Ran { outcome, itemized_by: None, violations: Vec::new() })
         }
     }

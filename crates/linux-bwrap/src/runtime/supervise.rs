@@ -48,6 +48,9 @@ pub struct RunOptions {
     pub uses: Vec<u8>,
     /// Which itemizing strategies may be used.
     pub toggles: crate::runtime::Toggles,
+    /// `paddock-supervisor-nolibc`, when it is here: an untraced plan that needs nothing
+    /// else of a supervisor is started by it (`crate::nolibc`).
+    pub supervisor_nolibc: Option<std::path::PathBuf>,
     /// Descriptors the child gets besides the plan's payloads, each at its number (a port
     /// grant's channel: [`crate::runtime::host_bridges::Bridges::inherited`]). Shared: the caller's copy
     /// stays open for a second spawn of the same run.
@@ -55,6 +58,29 @@ pub struct RunOptions {
     /// A bwrap started before the plan existed, for the first spawn it fits
     /// ([`crate::runtime::prespawn`]).
     pub prespawned: crate::runtime::prespawn::PrespawnSlot,
+}
+
+/// The default of [`RunOptions::capture_limit`]: 16 MiB of each piped stream.
+pub const DEFAULT_CAPTURE_LIMIT: usize = 16 << 20;
+
+impl RunOptions {
+    /// No timeout, a grace of 2 s, the runner's own streams, a fresh [`Control`], every
+    /// strategy allowed, nothing inherited.
+    pub fn new() -> std::io::Result<RunOptions> {
+        Ok(RunOptions {
+            timeout: None,
+            grace: Duration::from_secs(2),
+            stdio: Output::INHERIT,
+            capture_limit: DEFAULT_CAPTURE_LIMIT,
+            control: Control::new()?,
+            notes: Notes::default(),
+            uses: Vec::new(),
+            toggles: crate::runtime::Toggles::default(),
+            supervisor_nolibc: None,
+            inherit: Vec::new(),
+            prespawned: crate::runtime::prespawn::PrespawnSlot::default(),
+        })
+    }
 }
 
 /// How a run ended.
@@ -338,7 +364,8 @@ fn capture<R: Read + Send + 'static>(
             }
         }
         if cut > 0 {
-            let marker = format!("\n[paddock: {cut} more bytes cut; the capture limit is {limit} bytes]\n");
+            let marker =
+                format!("\n[paddock: {cut} more bytes cut; the capture limit is {limit} bytes]\n");
             let _ = tx.send((is_stdout, marker.into_bytes()));
         }
         let _ = tx.send((is_stdout, Vec::new()));
@@ -452,9 +479,8 @@ impl Control {
 
     /// A new hold on a run not yet started.
     pub fn new() -> std::io::Result<Control> {
-        let (read, write) = nix::unistd::pipe2(
-            nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK,
-        )?;
+        let (read, write) =
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)?;
         Ok(Control {
             read: Arc::new(read),
             write: Arc::new(write),
@@ -466,6 +492,12 @@ impl Control {
     /// [`Control::new`], also telling `spawned` each pid the run spawns.
     pub fn notifying(spawned: crossbeam_channel::Sender<i32>) -> std::io::Result<Control> {
         Ok(Control { spawned: Some(spawned), ..Control::new()? })
+    }
+
+    /// A handle on the same run that does not keep its spawn notifications open: a
+    /// notified caller sees the channel close when the run ends, even while it holds this.
+    pub fn handle(&self) -> Control {
+        Control { spawned: None, ..self.clone() }
     }
 
     /// Asks for a polite signal to the task's process group (through the supervisor); a

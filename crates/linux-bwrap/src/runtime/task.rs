@@ -130,7 +130,8 @@ pub fn run<E: From<crate::Error>>(
     let mode = itemize.unwrap_or(loaded.resolved.report.itemize);
     let (mechanism, itemize_note) = crate::runtime::observe::choose(mode, facts, toggles);
     let task = task(&command, &loaded.cwd, runtime.path(), mechanism.observes())?;
-    let plan = crate::LinuxBwrap.plan(&loaded.resolved, &task, facts).map_err(crate::Error::from)?;
+    let plan =
+        crate::LinuxBwrap.plan(&loaded.resolved, &task, facts).map_err(crate::Error::from)?;
     for d in &plan.diagnostics {
         notes.push(d.clone());
     }
@@ -150,6 +151,7 @@ pub fn run<E: From<crate::Error>>(
         notes: notes.clone(),
         uses,
         toggles,
+        supervisor_nolibc: facts.supervisor_nolibc_exe.clone(),
         inherit: bridges.inherited(),
         prespawned: PrespawnSlot::new(prespawned),
     };
@@ -190,10 +192,13 @@ fn set_env(resolved: &mut ResolvedPolicy, env: Vec<(OsString, OsString)>, remove
     resolved.env.extend(env);
 }
 
-fn task(command: &[OsString], cwd: &AbsPathBuf, runtime_dir: &AbsPathBuf, observe: bool) -> Result<Task> {
-    let Some((program, args)) = command.split_first() else {
-        bail!("no program to run")
-    };
+fn task(
+    command: &[OsString],
+    cwd: &AbsPathBuf,
+    runtime_dir: &AbsPathBuf,
+    observe: bool,
+) -> Result<Task> {
+    let Some((program, args)) = command.split_first() else { bail!("no program to run") };
     Ok(Task {
         program: program.clone(),
         args: args.to_vec(),

@@ -358,9 +358,8 @@ impl Scratch {
         let opts = RunOptions {
             timeout,
             grace: Duration::from_millis(500),
-            capture: true,
-            inherit: Vec::new(),
-            prespawned: Default::default(),
+            stdio: paddock_linux_bwrap::runtime::exec::Output::PIPED,
+            ..RunOptions::new().unwrap()
         };
         run_plan_in(&plan, &opts, Some(runtime.path().as_path())).unwrap()
     }
@@ -547,9 +546,8 @@ fn exit_codes_follow_the_shell() {
     let opts = RunOptions {
         timeout: None,
         grace: Duration::from_millis(200),
-        capture: true,
-        inherit: Vec::new(),
-        prespawned: Default::default(),
+        stdio: paddock_linux_bwrap::runtime::exec::Output::PIPED,
+        ..RunOptions::new().unwrap()
     };
     let code = |program: &str| {
         let plan = s.plan_of(&p, runtime.path().as_path(), program.as_ref(), std::iter::empty());
@@ -571,17 +569,16 @@ fn timeout_is_124_and_kills_after_grace() {
     assert!(start.elapsed() < Duration::from_secs(60), "took {:?}", start.elapsed());
 }
 
-extern "C" fn ignore_signal(_: libc::c_int) {}
-
 fn sigterm_to_the_runner_reaches_the_task_politely() {
     let s = Scratch::new("sigterm");
-    let runner = std::process::id();
-    // Should the run end before the signal comes, the signal must not kill the test runner:
-    // a handler that does nothing (not SIG_IGN, which run_plan_in leaves alone, as a signal
-    // ignored when paddock starts stays ignored).
-    // SAFETY: setting a handler that does nothing; run_plan_in installs (and restores) its
-    // own meanwhile.
-    unsafe { libc::signal(libc::SIGTERM, ignore_signal as *const () as libc::sighandler_t) };
+    let opts = RunOptions {
+        timeout: None,
+        grace: Duration::from_secs(10),
+        stdio: paddock_linux_bwrap::runtime::exec::Output::PIPED,
+        ..RunOptions::new().unwrap()
+    };
+    // The run's own control, as a caller's signal handler or `Child::signal` uses it.
+    let control = opts.control.clone();
     // The signal goes once the task runs (a fixed delay raced the start on a loaded machine,
     // and a signal before the run's handler left the task sleeping for 600 s).
     let killer = std::thread::spawn(move || {
@@ -591,22 +588,12 @@ fn sigterm_to_the_runner_reaches_the_task_politely() {
         {
             std::thread::sleep(Duration::from_millis(20));
         }
-        // SAFETY: SIGTERM to this process, which `run_plan_in` catches while it runs.
-        unsafe { libc::kill(i32::try_from(runner).unwrap(), libc::SIGTERM) };
+        control.signal(libc::SIGTERM).unwrap();
     });
     let runtime = paddock_linux_bwrap::runtime::runtime_dir::RuntimeDir::create().unwrap();
     let plan = s.plan(&s.policy(), runtime.path().as_path(), &["sleep"]);
-    let opts = RunOptions {
-        timeout: None,
-        grace: Duration::from_secs(10),
-        capture: true,
-        inherit: Vec::new(),
-        prespawned: Default::default(),
-    };
     let outcome = run_plan_in(&plan, &opts, None).unwrap();
     killer.join().unwrap();
-    // SAFETY: back to the default disposition.
-    unsafe { libc::signal(libc::SIGTERM, libc::SIG_DFL) };
     // 143 = the task's own death by SIGTERM, relayed by the supervisor to its group; a kill
     // of the sandbox after the grace period would be 137 (and take 10 s: the exit code says
     // which, no clock needed).
@@ -625,9 +612,8 @@ fn a_corrupt_filter_fails_closed() {
     let opts = RunOptions {
         timeout: None,
         grace: Duration::from_millis(200),
-        capture: true,
-        inherit: Vec::new(),
-        prespawned: Default::default(),
+        stdio: paddock_linux_bwrap::runtime::exec::Output::PIPED,
+        ..RunOptions::new().unwrap()
     };
     let outcome = run_plan_in(&plan, &opts, None).unwrap();
     assert_eq!(outcome.exit_code, 125, "{}", String::from_utf8_lossy(&outcome.stderr));

@@ -115,9 +115,8 @@ fn observe_program(
     let opts = RunOptions {
         timeout: Some(Duration::from_secs(20)),
         grace: Duration::from_millis(300),
-        capture: true,
-        inherit: Vec::new(),
-        prespawned: Default::default(),
+        stdio: paddock_linux_bwrap::runtime::exec::Output::PIPED,
+        ..RunOptions::new().unwrap()
     };
     let outcome = run_plan_with(
         &plan,
@@ -422,7 +421,7 @@ fn observe_leaves_fuse_anchors_to_the_observer() {
     });
     let spawned = exec::spawn_with(
         &plan,
-        Output::Piped,
+        Output::PIPED,
         Some(runtime.path().as_path()),
         vec![(OwnedFd::from(write), RECORD_FD)],
         &[],

@@ -102,7 +102,7 @@ pub(super) fn observer_records_hidden_lookups_listings_and_writes() {
     let (record_w, drain) = record_pipe();
     let spawned = exec::spawn_with(
         &plan,
-        Output::Piped,
+        Output::PIPED,
         Some(runtime.path().as_path()),
         vec![(record_w, RECORD_FD)],
         &[],
@@ -243,7 +243,7 @@ pub(super) fn run_observed_sleep(args: &[OsString]) -> i32 {
     let (record_w, _drain) = record_pipe();
     let spawned = exec::spawn_with(
         &plan,
-        Output::Inherit,
+        Output::INHERIT,
         Some(runtime.path().as_path()),
         vec![(record_w, RECORD_FD)],
         &[],
@@ -271,7 +271,7 @@ pub(super) fn run_script(args: &[OsString]) -> i32 {
     let (record_w, _drain) = record_pipe();
     let spawned = exec::spawn_with(
         &plan,
-        Output::Inherit,
+        Output::INHERIT,
         Some(runtime.path().as_path()),
         vec![(record_w, RECORD_FD)],
         &[],

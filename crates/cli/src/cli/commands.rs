@@ -5,14 +5,12 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use paddock_policy::{
-    AbsPathBuf, Backend, DomainPattern, HostFacts, NetworkPolicy, SpawnPlan, Task, cwd_hint,
-    summarize,
+    AbsPathBuf, Backend, DomainPattern, HostFacts, NetworkPolicy, SpawnPlan, Task,
 };
 use serde::Serialize;
 
-use crate::args::{BackendArg, CheckArgs, PlanArgs, PolicyArgs, RunArgs};
-use crate::load::{Loaded, load};
-use crate::report::RunReport;
+use crate::cli::args::{BackendArg, CheckArgs, PlanArgs, PolicyArgs, RunArgs};
+use crate::cli::load::{Loaded, load};
 
 /// Exit status for paddock's own errors (bad config, sandbox unavailable).
 pub const EXIT_PADDOCK_ERROR: u8 = 125;
@@ -64,13 +62,9 @@ struct PlanOutput<'a> {
 pub fn plan(args: &PlanArgs) -> Result<u8> {
     let loaded = load(&args.policy)?;
     let command = if args.command.is_empty() { vec!["true".into()] } else { args.command.clone() };
-    let runtime_dir = paddock_linux_bwrap::runtime::runtime_dir::planned_path();
     let facts = facts_for(args.policy.backend);
-    let mut t = task(&loaded, &command, runtime_dir)?;
-    t.observe =
-        paddock_linux_bwrap::runtime::observe::choose(itemize_mode(&args.policy, &loaded)?, &facts)
-            .0
-            .observes();
+    let mut t = task(&loaded, &command, planned_runtime_dir())?;
+    t.observe = observes(itemize_mode(&args.policy, &loaded)?, &facts);
     let plan = backend(args.policy.backend).plan(&loaded.resolved, &t, &facts)?;
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -171,7 +165,10 @@ fn check_project(args: &CheckArgs, dir: &std::path::Path) -> Result<u8> {
     for n in &loaded.notes {
         println!("note {:<18} {n}", "policy");
     }
-    Ok(paddock_linux_bwrap::runtime::hardlinks::print(&findings))
+    for line in paddock_linux_bwrap::runtime::hardlinks::lines(&findings) {
+        println!("{line}");
+    }
+    Ok(u8::from(!findings.linked.is_empty()))
 }
 
 /// `paddock check`.
@@ -226,66 +223,55 @@ fn itemize_mode(args: &PolicyArgs, loaded: &Loaded) -> Result<paddock_policy::It
     }
 }
 
-/// Runs the plan itemized by `mechanism`. When the observers cannot start, the task runs
-/// once, planned again without them, itemized by strace if it is here.
-#[allow(clippy::too_many_arguments)]
-fn run_itemized(
-    mechanism: paddock_linux_bwrap::runtime::observe::Mechanism,
-    plan: &SpawnPlan,
-    loaded: &Loaded,
-    t: &Task,
-    facts: &HostFacts,
-    args: &RunArgs,
-    opts: &paddock_linux_bwrap::runtime::supervise::RunOptions,
-    runtime: &paddock_linux_bwrap::runtime::runtime_dir::RuntimeDir,
-) -> Result<paddock_linux_bwrap::runtime::strace::Ran> {
-    use paddock_linux_bwrap::runtime::observe::Mechanism as M;
-    use std::borrow::Cow;
-    let dir = Some(runtime.path().as_path());
-    let (plan, trace) = match mechanism {
-        M::Observe => {
-            if let Some(ran) =
-                paddock_linux_bwrap::runtime::observe::run(plan, &loaded.resolved, opts, dir)?
-            {
-                return Ok(ran);
-            }
-            // What `auto` picks on a host without the observers.
-            let (trace, _) = paddock_linux_bwrap::runtime::strace::choose(
-                paddock_policy::ItemizeMode::Auto,
-                facts,
-            );
-            eprintln!(
-                "paddock: note: {}",
-                if trace.is_some() {
-                    "itemizing with strace instead"
-                } else {
-                    "denials are enforced but not itemized"
-                }
-            );
-            let t = Task { observe: false, ..t.clone() };
-            (Cow::Owned(backend(args.policy.backend).plan(&loaded.resolved, &t, facts)?), trace)
-        }
-        M::Strace(o) => (Cow::Borrowed(plan), Some(o)),
-        M::Off => (Cow::Borrowed(plan), None),
-    };
-    let run = paddock_linux_bwrap::runtime::strace::Run {
-        plan: &plan,
-        policy: &loaded.resolved,
-        cwd: &loaded.cwd,
-        opts,
-        runtime_dir: dir,
-    };
-    Ok(paddock_linux_bwrap::runtime::strace::run(run, trace.as_ref())?)
+/// `PADDOCK_OBSERVERS=0` treats the observers as unavailable: `auto` then uses strace, as
+/// on a host without FUSE (to compare the two, or where the observers misbehave).
+pub const OBSERVERS_ENV: &str = "PADDOCK_OBSERVERS";
+/// `PADDOCK_STRACE_ATTACH=0` runs bwrap under strace in the `strace` mode too, as
+/// `--seccomp-bpf` tracing always does: to compare the two, or where attaching misbehaves.
+pub const ATTACH_ENV: &str = "PADDOCK_STRACE_ATTACH";
+/// `PADDOCK_STRACE_INSIDE=0` traces bwrap with `--seccomp-bpf`, as before strace ran inside
+/// the sandbox: to compare the two, or where running strace inside misbehaves.
+pub const INSIDE_ENV: &str = "PADDOCK_STRACE_INSIDE";
+
+/// The itemizing strategies the `PADDOCK_*` variables leave on.
+pub fn toggles_from_env() -> crate::Toggles {
+    let on = |name: &str| std::env::var_os(name).is_none_or(|v| v != "0");
+    crate::Toggles {
+        observers: on(OBSERVERS_ENV),
+        strace_attach: on(ATTACH_ENV),
+        strace_inside: on(INSIDE_ENV),
+    }
 }
 
-/// A bwrap started now for the run's plan ([`paddock_linux_bwrap::runtime::prespawn`]), when the flag or
-/// `PADDOCK_ITEMIZE` says the run is not itemized or is itemized by strace attached to the
-/// supervisor (the observers and strace around bwrap spawn it their own way), and bwrap is
-/// here. `None` otherwise, or when it cannot be started (the spawn then says why).
-fn prespawn_for(args: &PolicyArgs) -> Option<paddock_linux_bwrap::runtime::prespawn::Prespawned> {
-    // One started from the raw command line, before it was parsed: the one this run uses
-    // when the parsed one wants one (and it is the bwrap the probe found), else killed.
-    let early = paddock_linux_bwrap::runtime::prespawn::take_early();
+/// Where a plan printed by `paddock plan` says the runtime dir will be.
+fn planned_runtime_dir() -> AbsPathBuf {
+    #[cfg(target_os = "linux")]
+    return paddock_linux_bwrap::runtime::runtime_dir::planned_path();
+    #[cfg(not(target_os = "linux"))]
+    AbsPathBuf::new_lexical("/tmp/paddock-runtime").unwrap_or_else(|| unreachable!())
+}
+
+/// Whether a run itemized by `mode` on this host uses the observers.
+fn observes(mode: paddock_policy::ItemizeMode, facts: &HostFacts) -> bool {
+    #[cfg(target_os = "linux")]
+    return paddock_linux_bwrap::runtime::observe::choose(mode, facts, toggles_from_env())
+        .0
+        .observes();
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (mode, facts);
+        false
+    }
+}
+
+/// A bwrap started now for the run's plan
+/// ([`paddock_linux_bwrap::runtime::prespawn`]), when the flag or `PADDOCK_ITEMIZE` says
+/// the run is not itemized or is itemized by strace attached to the supervisor (the
+/// observers and strace around bwrap spawn it their own way), and bwrap is here. `early`
+/// is the one started from the raw command line: used when it is the bwrap wanted, else
+/// killed. `None` otherwise, or when it cannot be started (the spawn then says why).
+#[cfg(target_os = "linux")]
+fn prespawn_for(args: &PolicyArgs, early: Option<Prespawned>) -> Option<Prespawned> {
     if args.backend == Some(BackendArg::MacosSeatbelt) {
         return None;
     }
@@ -296,7 +282,7 @@ fn prespawn_for(args: &PolicyArgs) -> Option<paddock_linux_bwrap::runtime::presp
     let bwrap = paddock_linux_bwrap::probe::facts().bwrap.and_then(AbsPathBuf::new_lexical)?;
     match early {
         Some(pre) if pre.program() == &bwrap => Some(pre),
-        _ => paddock_linux_bwrap::runtime::prespawn::Prespawned::start(&bwrap).ok(),
+        _ => Prespawned::start(&bwrap).ok(),
     }
 }
 
@@ -312,10 +298,14 @@ fn prespawns(mode: Option<paddock_policy::ItemizeMode>) -> bool {
     use paddock_policy::ItemizeMode;
     match mode {
         Some(ItemizeMode::Off) => true,
-        Some(ItemizeMode::Strace) => paddock_linux_bwrap::runtime::attach::enabled(),
+        Some(ItemizeMode::Strace) => toggles_from_env().strace_attach,
         _ => false,
     }
 }
+
+/// A bwrap started before the plan exists.
+#[cfg(target_os = "linux")]
+pub type Prespawned = paddock_linux_bwrap::runtime::prespawn::Prespawned;
 
 /// Starts bwrap from the raw command line, before clap has parsed it (0.1-0.2 ms sooner),
 /// when it is a `paddock run` that prespawns ([`prespawns`]): `--itemize MODE` (or
@@ -323,12 +313,12 @@ fn prespawns(mode: Option<paddock_policy::ItemizeMode>) -> bool {
 /// decides from the parsed arguments and kills it when it guessed wrong (the bwrap waiting
 /// for its setup never sees any).
 #[cfg(target_os = "linux")]
-pub fn prespawn_early(argv: &[std::ffi::OsString]) {
-    if prespawns(early_itemize_mode(argv, itemize_env))
-        && let Some(bwrap) = paddock_linux_bwrap::probe::trusted_bwrap()
-    {
-        paddock_linux_bwrap::runtime::prespawn::start_early(&bwrap);
+pub fn prespawn_early(argv: &[std::ffi::OsString]) -> Option<Prespawned> {
+    if prespawns(early_itemize_mode(argv, itemize_env)) {
+        let bwrap = paddock_linux_bwrap::probe::trusted_bwrap()?;
+        return Prespawned::start(&bwrap).ok();
     }
+    None
 }
 
 /// The itemizing mode a raw `paddock run` command line asks for (see [`prespawn_early`]),
@@ -357,136 +347,125 @@ fn early_itemize_mode(
     }
 }
 
-/// `paddock run`.
-pub fn run(args: &RunArgs) -> Result<u8> {
-    // bwrap first, waiting for its arguments, when the way the run itemizes is known to
-    // spawn it plainly: its start-up then overlaps everything up to the spawn.
-    let prespawned = prespawn_for(&args.policy);
-    // Locked before resolution: a run that may take another's placeholder for the user's
-    // file is then alive when that run decides whether to remove it
-    // (`runtime_dir::release_placeholders`).
-    let runtime = paddock_linux_bwrap::runtime::runtime_dir::RuntimeDir::create_with_tmp(false)
-        .with_context(|| {
-            format!(
-                "cannot create the task's runtime directory under {} (`paddock check` says why)",
-                paddock_linux_bwrap::runtime::runtime_dir::base().display()
-            )
-        })?;
-    // Sweep before resolution: a killed run's placeholders should be gone before resolution
-    // looks at the project, or they would be taken for the user's own files.
-    let own = Some(runtime.path().as_path());
-    let foreign = paddock_linux_bwrap::runtime::runtime_dir::sweep_stale(own);
-    let loaded =
-        paddock_linux_bwrap::runtime::runtime_dir::resolve_settled(own, foreign, |foreign| {
-            crate::load::load_with(&args.policy, foreign)
-        })?;
-    for n in &loaded.notes {
-        eprintln!("paddock: note: {n}");
+/// What the binary hands a `run`: the bwrap it started early, and the read end of its
+/// signal pipe (one byte per SIGINT, SIGTERM or SIGHUP it caught; those it was started
+/// with ignored it left ignored, and so does the task).
+#[derive(Debug, Default)]
+pub struct Start {
+    /// A bwrap started from the raw command line.
+    #[cfg(target_os = "linux")]
+    pub prespawned: Option<Prespawned>,
+    /// The binary's signal pipe.
+    pub signals: Option<std::os::fd::OwnedFd>,
+}
+
+/// `paddock run`: a thin client of the library.
+pub fn run(args: &RunArgs, start: Start) -> Result<u8> {
+    if args.policy.backend == Some(BackendArg::MacosSeatbelt) && !cfg!(target_os = "macos") {
+        bail!(
+            "--backend macos-seatbelt runs on macOS; `paddock plan --backend macos-seatbelt` shows its profile here"
+        );
     }
-    let facts = facts_for(args.policy.backend);
-    // `tmp/` only when the plan mounts the task's tmp there (a grant covers /tmp).
-    if !loaded.resolved.private_tmp {
-        runtime.make_tmp().context("cannot create the task's tmp directory")?;
-    }
-    let (mechanism, itemize_note) =
-        paddock_linux_bwrap::runtime::observe::choose(itemize_mode(&args.policy, &loaded)?, &facts);
-    let mut t = task(&loaded, &args.command, runtime.path().clone())?;
-    t.observe = mechanism.observes();
-    let plan = backend(args.policy.backend).plan(&loaded.resolved, &t, &facts)?;
-    for d in &plan.diagnostics {
-        eprintln!("paddock: {d}");
-    }
-    // Before the spawn: placeholders of other runs among these must outlive this run.
-    runtime
-        .record_uses_of(&loaded.resolved)
-        .context("cannot write the task's runtime directory")?;
-    // Host ends of port grants and the egress proxy: a busy port fails here, before the
-    // task starts. They stop with the task (or with this process: the sweep takes sockets).
-    let bridges =
-        paddock_linux_bwrap::runtime::host_bridges::Bridges::start(&plan, &loaded.resolved)?;
+    #[cfg(target_os = "linux")]
+    let prespawned = prespawn_for(&args.policy, start.prespawned);
     let timeout = match args.timeout {
         Some(s) if s.is_finite() && s > 0.0 => Some(Duration::from_secs_f64(s)),
         Some(s) => bail!("--timeout {s}: give a positive number of seconds"),
         None => None,
     };
-    let opts = paddock_linux_bwrap::runtime::supervise::RunOptions {
-        timeout,
-        grace: Duration::from_secs(2),
-        capture: false,
-        inherit: bridges.inherited(),
-        prespawned: paddock_linux_bwrap::runtime::prespawn::PrespawnSlot::new(prespawned),
+    let source = crate::cli::load::source(&args.policy)?;
+    for n in &source.notes {
+        eprintln!("paddock: note: {n}");
+    }
+    let mut builder = crate::Sandbox::builder(&source.project)
+        .policy(source.policy, source.config)
+        .home(crate::cli::load::home()?)
+        .toggles(toggles_from_env());
+    // `--itemize` is in the policy already; the variable overrides the config, not the flag.
+    if args.policy.itemize.is_none()
+        && let Some(v) = std::env::var_os(ITEMIZE_ENV).filter(|v| !v.is_empty())
+    {
+        let mode = v.to_str().and_then(paddock_policy::ItemizeMode::parse).with_context(|| {
+            format!("{ITEMIZE_ENV}={}: use auto, observe, strace or off", v.to_string_lossy())
+        })?;
+        builder = builder.itemize(mode);
+    }
+    let sandbox = builder.build()?;
+    let Some((program, rest)) = args.command.split_first() else {
+        bail!("no program to run; write it after `--`")
     };
-    if let Some(note) = itemize_note {
-        eprintln!("paddock: note: {note}");
+    let mut command = crate::Command::new(program);
+    command.args(rest);
+    // `-C DIR` is the task's directory too, as with `git -C` and `make -C`.
+    command.current_dir(if args.policy.project.is_some() { &source.project } else { &source.cwd });
+    if let Some(t) = timeout {
+        command.timeout(t);
     }
-    let links = paddock_linux_bwrap::runtime::links::ProtectedLinks::record(&loaded.resolved);
-    let ran = run_itemized(mechanism, &plan, &loaded, &t, &facts, args, &opts, &runtime)?;
-    for line in links.changed() {
-        eprintln!("paddock: warning: {line}");
-    }
-    // The proxy itemizes refused destinations whether or not a tracer ran.
-    let proxied = bridges.has_proxy();
-    let refused = bridges.stop(&loaded.resolved);
-    drop(runtime);
-    for line in paddock_linux_bwrap::runtime::appeared::appeared(&loaded.resolved) {
-        eprintln!("paddock: note: {line}");
-    }
-    let (outcome, itemized_by) = (ran.outcome, ran.itemized_by.or(proxied.then_some("proxy")));
-    let mut reported = ran.violations;
-    reported.extend(refused);
-    // What the task created that git or a shell would run: the walk again, through its
-    // cache (only the directories that changed are listed).
-    if let Some(scanned) = &loaded.scanned {
-        let (created, lines) = paddock_linux_bwrap::runtime::project_walk::after_run(scanned);
-        reported.extend(created);
-        for line in lines {
-            eprintln!("paddock: {line}");
-        }
-    }
-    for line in summarize(&reported, &loaded.resolved) {
+    #[cfg(target_os = "linux")]
+    let mut child = sandbox.spawn_prespawned(&command, prespawned)?;
+    #[cfg(not(target_os = "linux"))]
+    let mut child = sandbox.spawn(&command)?;
+    let printed = child.notes();
+    for line in &printed {
         eprintln!("paddock: {line}");
     }
-    if let Some(hint) = cwd_hint(&loaded.resolved, &loaded.cwd, outcome.exit_code, reported.len()) {
-        eprintln!("paddock: hint: {hint}");
+    if let Some(pipe) = start.signals {
+        forward_signals(pipe, child.handle()).context("cannot forward signals to the task")?;
     }
-    if outcome.timed_out {
+    let report = child.wait()?;
+    for line in report.notes.iter().skip(printed.len()).chain(&report.summary) {
+        eprintln!("paddock: {line}");
+    }
+    if report.timed_out {
         eprintln!(
             "paddock: the task ran past --timeout {}s and was killed",
             args.timeout.unwrap_or_default()
         );
     }
-    let code = if outcome.timed_out {
+    let code = if report.timed_out {
         EXIT_TIMEOUT
     } else {
-        u8::try_from(outcome.exit_code.clamp(0, 255)).unwrap_or(EXIT_PADDOCK_ERROR)
+        u8::try_from(report.exit_code.clamp(0, 255)).unwrap_or(EXIT_PADDOCK_ERROR)
     };
     if let Some(path) = &args.report {
-        let report = RunReport {
-            exit_code: i32::from(code),
-            signal: outcome.signal,
-            timed_out: outcome.timed_out,
-            duration_ms: u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
-            itemized: itemized_by.is_some(),
-            itemized_by,
-            cpu_ms: u64::try_from(outcome.cpu_time.as_millis()).unwrap_or(u64::MAX),
-            max_rss_kib: outcome.max_rss_kib,
-            violations: reported,
-        };
-        report.write(path)?;
+        report
+            .write_json(path)
+            .with_context(|| format!("cannot write the report {}", path.display()))?;
     }
     Ok(code)
 }
 
+/// Reads the binary's signal pipe and passes each signal on to the task, politely, until
+/// the pipe's write end closes with the process. The thread is left to end with it.
+fn forward_signals(pipe: std::os::fd::OwnedFd, child: crate::Handle) -> std::io::Result<()> {
+    use std::io::Read;
+    let mut pipe = std::fs::File::from(pipe);
+    std::thread::Builder::new().name("paddock-signals".into()).spawn(move || {
+        let mut buf = [0u8; 16];
+        while let Ok(n) = pipe.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            for sig in &buf[..n] {
+                let _ = child.signal(i32::from(*sig));
+            }
+        }
+    })?;
+    Ok(())
+}
+
 /// Dispatches a parsed command line.
-pub fn dispatch(cli: &crate::args::Cli) -> Result<u8> {
+pub fn dispatch(cli: &crate::cli::args::Cli, start: Start) -> Result<u8> {
     match &cli.command {
-        crate::args::Command::Run(a) => run(a),
-        crate::args::Command::Plan(a) => plan(a),
-        crate::args::Command::Check(a) => check(a),
+        crate::cli::args::Command::Run(a) => run(a, start),
+        crate::cli::args::Command::Plan(a) => plan(a),
+        crate::cli::args::Command::Check(a) => check(a),
         #[cfg(target_os = "linux")]
-        crate::args::Command::Learn(a) => crate::learn::learn(a),
+        crate::cli::args::Command::Learn(a) => crate::cli::learn::learn(a),
         #[cfg(not(target_os = "linux"))]
-        crate::args::Command::Learn(_) => bail!("`paddock learn` needs strace and runs on Linux"),
+        crate::cli::args::Command::Learn(_) => {
+            bail!("`paddock learn` needs strace and runs on Linux")
+        }
     }
 }
 

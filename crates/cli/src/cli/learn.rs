@@ -10,7 +10,6 @@
 
 use std::io::Write as _;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use paddock_linux_bwrap::seccomp_query;
@@ -21,8 +20,8 @@ use paddock_policy::{
 };
 use paddock_strace_parse::{Denial, Event, Return};
 
-use crate::args::LearnArgs;
-use crate::propose::{Learned, propose};
+use crate::cli::args::LearnArgs;
+use crate::cli::propose::{Learned, propose};
 use paddock_linux_bwrap::runtime::classify::{
     Classifier, inet_target, is_write_intent, sandbox_owned, unix_socket_refused,
 };
@@ -134,7 +133,8 @@ pub fn learn(args: &LearnArgs) -> Result<u8> {
             )
         })?;
     // Before the spawn, as `paddock run` does: what it binds stays while it lives.
-    runtime.record_uses_of(&resolved).context("cannot write the task's runtime directory")?;
+    let uses =
+        runtime.record_uses_of(&resolved).context("cannot write the task's runtime directory")?;
     let facts = paddock_linux_bwrap::probe::facts();
     let strace = facts.strace.as_ref().and_then(AbsPathBuf::new_lexical).ok_or_else(|| {
         anyhow!("paddock learn needs strace; install it (`sudo apt install strace`) and run `paddock check`")
@@ -160,15 +160,13 @@ pub fn learn(args: &LearnArgs) -> Result<u8> {
     };
     // No bridges: learning runs on the default policy, network off or on.
     let opts = RunOptions {
-        timeout: None,
-        grace: Duration::from_secs(2),
-        capture: false,
-        inherit: Vec::new(),
-        prespawned: Default::default(),
+        uses,
+        supervisor_nolibc: facts.supervisor_nolibc_exe.clone(),
+        ..RunOptions::new().context("cannot prepare the run")?
     };
     let dir = Some(runtime.path().as_path());
     // strace attached to the supervisor (bwrap's setup untraced), else strace around bwrap.
-    let attached = if paddock_linux_bwrap::runtime::attach::enabled() {
+    let attached = if crate::cli::commands::toggles_from_env().strace_attach {
         let observer = |pid| {
             learner(
                 Classifier::new(resolved.clone(), RealHost, task_cwd.as_path())

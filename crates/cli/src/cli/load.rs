@@ -2,15 +2,15 @@
 //! config, resolution on the real filesystem.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use paddock_policy::{
-    AbsPathBuf, Context, DomainPattern, Entry, Format, NetworkRule, Origin, PathSpec, Policy,
-    ResolvedPolicy, UnixSocketsRule, default_policy, load_str, resolve,
+    AbsPathBuf, Context, DomainPattern, Entry, NetworkRule, Origin, PathSpec, Policy,
+    ResolvedPolicy, UnixSocketsRule, default_policy, resolve,
 };
 
-use crate::args::PolicyArgs;
+use crate::cli::args::PolicyArgs;
 use paddock_linux_bwrap::runtime::host::CachedHost;
 
 /// A policy ready to plan from, with what the user should be told about it.
@@ -24,96 +24,69 @@ pub struct Loaded {
     pub config: Option<PathBuf>,
     /// The task's working directory (canonical).
     pub cwd: AbsPathBuf,
-    /// The walk of the project at start, for the one after the run.
-    #[cfg(target_os = "linux")]
-    pub scanned: Option<paddock_linux_bwrap::runtime::project_walk::Scanned>,
 }
 
-/// Reads the config (or the default), lays the flags over it and resolves it.
-pub fn load(args: &PolicyArgs) -> Result<Loaded> {
-    load_with(args, Vec::new())
+/// The policy of a command line before resolution: the config (or the default) with the
+/// flags laid over it.
+#[derive(Debug)]
+pub struct Source {
+    /// The project directory.
+    pub project: PathBuf,
+    /// The directory paddock was started in.
+    pub cwd: PathBuf,
+    /// The config file read, if any.
+    pub config: Option<PathBuf>,
+    /// The policy.
+    pub policy: Policy,
+    /// Notes from the config's conversion.
+    pub notes: Vec<String>,
 }
 
-/// [`load`], the placeholders of other live runs (`foreign`) taken for missing names.
-pub fn load_with(args: &PolicyArgs, foreign: Vec<PathBuf>) -> Result<Loaded> {
+/// Finds and reads the config (or the default) and lays the flags over it.
+pub fn source(args: &PolicyArgs) -> Result<Source> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let project = match &args.project {
         Some(p) if p.is_absolute() => p.clone(),
         Some(p) => cwd.join(p),
         None => cwd.clone(),
     };
-    let mut notes = Vec::new();
     let config = match &args.config {
         Some(c) => Some(if c.is_absolute() { c.clone() } else { cwd.join(c) }),
-        None => Some(project.join("paddock.toml")).filter(|p| is_config(p)),
+        None => Some(project.join("paddock.toml")).filter(|p| crate::config::is_config(p)),
     };
-    let mut policy = match &config {
-        None => default_policy(),
-        Some(file) => read_config(file, &mut notes)?,
+    let (mut policy, notes) = match &config {
+        None => (default_policy(), Vec::new()),
+        Some(file) => crate::config::read(file)?,
     };
     apply_flags(&mut policy, args)?;
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .filter(|h| h.is_absolute())
-        .ok_or_else(|| anyhow!("HOME is not set to an absolute path; set it so that `~` in a policy means something"))?;
-    let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
-    let ctx = Context::new(project, home)
-        .with_env(env)
-        .with_config_files(config.clone().into_iter().collect());
-    // One remembering host for the whole resolution: rules share their ancestors.
-    let host = CachedHost::with_foreign(foreign);
-    let (mut resolved, more) = resolve(&policy, &ctx, &host)?;
-    notes.extend(more);
-    // Nested repositories and protected names below the root (`project_walk`).
-    #[cfg(target_os = "linux")]
-    let scanned = paddock_linux_bwrap::runtime::project_walk::scan(
-        &policy,
-        &mut resolved,
-        &host,
-        &mut notes,
-    )?;
-    let cwd = paddock_policy::canonicalize(&host, &cwd)?.0;
-    Ok(Loaded {
-        resolved,
-        notes,
-        config,
-        cwd,
-        #[cfg(target_os = "linux")]
-        scanned,
+    Ok(Source { project, cwd, config, policy, notes })
+}
+
+/// `HOME`, which `~` in a policy means.
+pub fn home() -> Result<PathBuf> {
+    std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute()).ok_or_else(|| {
+        anyhow!(
+            "HOME is not set to an absolute path; set it so that `~` in a policy means something"
+        )
     })
 }
 
-/// Whether a discovered `paddock.toml` is a config: a regular file, and not the empty
-/// mode-0000 placeholder a concurrent run in the same project made for the missing name
-/// (which means: no config).
-fn is_config(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path)
-        .is_ok_and(|m| m.is_file() && !(m.len() == 0 && m.permissions().mode() & 0o777 == 0))
-}
-
-fn read_config(file: &Path, notes: &mut Vec<String>) -> Result<Policy> {
-    let meta = std::fs::metadata(file)
-        .with_context(|| format!("cannot read the config file {}", file.display()))?;
-    if meta.len() > paddock_policy::MAX_CONFIG_BYTES as u64 {
-        bail!(
-            "{}: the config file is larger than paddock reads; keep it under {} bytes",
-            file.display(),
-            paddock_policy::MAX_CONFIG_BYTES
-        );
-    }
-    let bytes = std::fs::read(file)
-        .with_context(|| format!("cannot read the config file {}", file.display()))?;
-    let text = String::from_utf8(bytes).map_err(|_| {
-        anyhow!("{}: the config file is not UTF-8; save it as UTF-8", file.display())
-    })?;
-    if file.extension().is_some_and(|e| e == "json") {
-        let (policy, more) = paddock_policy::srt::convert(&text, file)?;
-        notes.extend(more);
-        Ok(policy)
-    } else {
-        Ok(load_str(&text, file, Format::Toml)?)
-    }
+/// Reads the config (or the default), lays the flags over it and resolves it.
+pub fn load(args: &PolicyArgs) -> Result<Loaded> {
+    let Source { project, cwd, config, policy, mut notes } = source(args)?;
+    let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    let ctx = Context::new(project, home()?)
+        .with_env(env)
+        .with_config_files(config.clone().into_iter().collect());
+    // One remembering host for the whole resolution: rules share their ancestors.
+    let host = CachedHost::with_foreign(Vec::new());
+    let (mut resolved, more) = resolve(&policy, &ctx, &host)?;
+    notes.extend(more);
+    // Nested repositories and protected names below the root, as a run finds them.
+    #[cfg(target_os = "linux")]
+    paddock_linux_bwrap::runtime::project_walk::scan(&policy, &mut resolved, &host, &mut notes)?;
+    let cwd = paddock_policy::canonicalize(&host, &cwd)?.0;
+    Ok(Loaded { resolved, notes, config, cwd })
 }
 
 fn apply_flags(policy: &mut Policy, args: &PolicyArgs) -> Result<()> {

@@ -1,0 +1,285 @@
+//! [`Child`]: a handle on one running sandbox, shaped like `std::process::Child`.
+//!
+//! Each task runs on a thread of its own that supervises it (output capture, timeout, the
+//! polite signal then the kill, itemizing) and ends with its report. The handle reaches
+//! that thread through the run's `Control`: a pipe of its own, so that signals and kills of
+//! one task never touch another's, and no signal handler is installed.
+
+use crate::{Command, Error, Output, Report, Sandbox};
+
+#[cfg(target_os = "linux")]
+use paddock_linux_bwrap::runtime::{
+    supervise::{Control, Notes},
+    task::Finished,
+};
+
+/// A running sandboxed task. Dropping it stops the sandbox (killing it when the task is
+/// still running) and releases everything the run holds.
+#[derive(Debug)]
+pub struct Child {
+    pid: u32,
+    #[cfg(target_os = "linux")]
+    control: Control,
+    #[cfg(target_os = "linux")]
+    notes: Notes,
+    #[cfg(target_os = "linux")]
+    thread: Option<std::thread::JoinHandle<Result<Finished, Error>>>,
+    /// The outcome once waited for: the report, and the captured output not yet taken.
+    done: Option<Result<Output, String>>,
+}
+
+impl Child {
+    /// The pid of the sandbox on the host (bubblewrap, or strace around it): a process of
+    /// this one's, in its own process group.
+    pub fn id(&self) -> u32 {
+        self.pid
+    }
+
+    /// A handle that signals or kills this task from another thread while one waits.
+    pub fn handle(&self) -> Handle {
+        Handle {
+            pid: self.pid,
+            #[cfg(target_os = "linux")]
+            control: self.control.handle(),
+        }
+    }
+
+    /// Sends `signal` politely to the task's process group, through the sandbox's
+    /// supervisor (the sandbox itself is not signalled). A second one before the task ends
+    /// kills the whole sandbox after the grace period of the first has not passed: the
+    /// behaviour of a second Ctrl-C.
+    pub fn signal(&self, signal: i32) -> Result<(), Error> {
+        #[cfg(target_os = "linux")]
+        if self.thread.is_some() {
+            return self.control.signal(signal).map_err(Error::from);
+        }
+        let _ = signal;
+        Ok(())
+    }
+
+    /// Kills the whole sandbox at once: its pid namespace goes with it. A task already
+    /// finished is left as it is.
+    pub fn kill(&self) -> Result<(), Error> {
+        #[cfg(target_os = "linux")]
+        if self.thread.is_some() {
+            return self.control.kill().map_err(Error::from);
+        }
+        Ok(())
+    }
+
+    /// The notes the run has made so far (the policy's, the plan's), as the report will
+    /// have them.
+    pub fn notes(&self) -> Vec<String> {
+        #[cfg(target_os = "linux")]
+        return self.notes.lines();
+        #[cfg(not(target_os = "linux"))]
+        Vec::new()
+    }
+
+    /// Waits for the task to end; its report. Captured output is kept for
+    /// [`Child::wait_with_output`].
+    pub fn wait(&mut self) -> Result<Report, Error> {
+        self.finish()?;
+        self.report()
+    }
+
+    /// The report if the task has ended, without waiting.
+    pub fn try_wait(&mut self) -> Result<Option<Report>, Error> {
+        #[cfg(target_os = "linux")]
+        if self.thread.as_ref().is_some_and(|t| !t.is_finished()) {
+            return Ok(None);
+        }
+        self.finish()?;
+        self.report().map(Some)
+    }
+
+    /// Waits for the task to end; its report and its captured stdout and stderr.
+    pub fn wait_with_output(mut self) -> Result<Output, Error> {
+        self.finish()?;
+        match self.done.take() {
+            Some(Ok(output)) => Ok(output),
+            Some(Err(message)) => Err(Error::Command { message }),
+            None => Err(Error::Command { message: "the task has no outcome".into() }),
+        }
+    }
+
+    fn report(&self) -> Result<Report, Error> {
+        match &self.done {
+            Some(Ok(output)) => Ok(output.report.clone()),
+            // The first wait returned the error itself; later ones its words.
+            Some(Err(message)) => Err(Error::Command { message: message.clone() }),
+            None => Err(Error::Command { message: "the task has no outcome".into() }),
+        }
+    }
+
+    /// Joins the run's thread once, keeping its outcome; the first caller after a failure
+    /// gets the error itself.
+    fn finish(&mut self) -> Result<(), Error> {
+        #[cfg(target_os = "linux")]
+        if let Some(thread) = self.thread.take() {
+            let finished = thread.join().unwrap_or_else(|_| {
+                Err(Error::Command { message: "the task's thread panicked".into() })
+            });
+            match finished {
+                Ok(f) => {
+                    let notes = self.notes.take();
+                    self.done = Some(Ok(output_of(f, notes)));
+                }
+                Err(e) => {
+                    self.done = Some(Err(e.to_string()));
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Signals or kills a [`Child`]'s task from another thread ([`Child::handle`]); cheap to
+/// clone. Once the task has ended it does nothing.
+#[derive(Clone, Debug)]
+pub struct Handle {
+    pid: u32,
+    #[cfg(target_os = "linux")]
+    control: Control,
+}
+
+impl Handle {
+    /// The pid of the sandbox on the host, as [`Child::id`].
+    pub fn id(&self) -> u32 {
+        self.pid
+    }
+
+    /// As [`Child::signal`].
+    pub fn signal(&self, signal: i32) -> Result<(), Error> {
+        #[cfg(target_os = "linux")]
+        return self.control.signal(signal).map_err(Error::from);
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = signal;
+            Ok(())
+        }
+    }
+
+    /// As [`Child::kill`].
+    pub fn kill(&self) -> Result<(), Error> {
+        #[cfg(target_os = "linux")]
+        return self.control.kill().map_err(Error::from);
+        #[cfg(not(target_os = "linux"))]
+        Ok(())
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        #[cfg(target_os = "linux")]
+        if let Some(thread) = self.thread.take() {
+            let _ = self.control.kill();
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The report and output of a finished run.
+#[cfg(target_os = "linux")]
+fn output_of(f: Finished, notes: Vec<String>) -> Output {
+    let Finished { outcome, itemized_by, violations, resolved, cwd } = f;
+    let mut summary = paddock_policy::summarize(&violations, &resolved);
+    summary.extend(
+        paddock_policy::cwd_hint(&resolved, &cwd, outcome.exit_code, violations.len())
+            .map(|h| format!("hint: {h}")),
+    );
+    let report = Report {
+        exit_code: outcome.exit_code,
+        signal: outcome.signal,
+        timed_out: outcome.timed_out,
+        duration_ms: u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
+        itemized: itemized_by.is_some(),
+        itemized_by,
+        cpu_ms: u64::try_from(outcome.cpu_time.as_millis()).unwrap_or(u64::MAX),
+        max_rss_kib: outcome.max_rss_kib,
+        violations,
+        notes,
+        summary,
+    };
+    Output { report, stdout: outcome.stdout, stderr: outcome.stderr }
+}
+
+/// Starts `command` under `sandbox`: the run's thread does everything, from the runtime
+/// dir to the report; this returns once the sandbox's process exists, or with the error
+/// that kept it from existing.
+#[cfg(target_os = "linux")]
+pub(crate) fn spawn(
+    sandbox: &Sandbox,
+    command: &Command,
+    prespawned: Option<paddock_linux_bwrap::runtime::prespawn::Prespawned>,
+) -> Result<Child, Error> {
+    use crate::command::StdioKind;
+    use paddock_linux_bwrap::runtime::exec::{Output as Streams, Stream};
+    use paddock_linux_bwrap::runtime::task::{Request, run};
+
+    let stream = |s: crate::Stdio| match s.0 {
+        StdioKind::Inherit => Stream::Inherit,
+        StdioKind::Null => Stream::Null,
+        StdioKind::Piped => Stream::Piped,
+    };
+    if command.stdin.0 == StdioKind::Piped {
+        return Err(Error::Command {
+            message: "a task's stdin cannot be piped: paddock writes nothing to it; use Stdio::null() or Stdio::inherit()".into(),
+        });
+    }
+    if command.program.is_empty() {
+        return Err(Error::Command { message: "no program to run".into() });
+    }
+    let inner = sandbox.inner.clone();
+    let (spawned_tx, spawned_rx) = crossbeam_channel::unbounded();
+    let control = Control::notifying(spawned_tx)?;
+    let handle = control.handle();
+    let notes = Notes::default();
+    let request = Request {
+        command: std::iter::once(command.program.clone())
+            .chain(command.args.iter().cloned())
+            .collect(),
+        env: command.env.clone(),
+        env_remove: command.env_remove.clone(),
+        itemize: inner.itemize,
+        toggles: inner.toggles,
+        stdio: Streams {
+            stdin: stream(command.stdin),
+            stdout: stream(command.stdout),
+            stderr: stream(command.stderr),
+        },
+        capture_limit: inner.capture_limit,
+        timeout: command.timeout,
+        grace: inner.grace,
+        prespawned,
+        control,
+        notes: notes.clone(),
+    };
+    let cwd = inner.cwd_of(command.cwd.as_deref());
+    let thread = std::thread::Builder::new()
+        .name("paddock-task".into())
+        .spawn(move || run(request, &inner.facts, |foreign| inner.resolve(&cwd, foreign)))?;
+    // The first pid, or the end of a run that never spawned (its sender dropped with it).
+    let mut child = Child { pid: 0, control: handle, notes, thread: Some(thread), done: None };
+    match spawned_rx.recv() {
+        Ok(pid) => {
+            child.pid = u32::try_from(pid).unwrap_or(0);
+            Ok(child)
+        }
+        Err(_) => {
+            child.finish()?;
+            // It ended without a spawn and without an error: a run that never started.
+            Ok(child)
+        }
+    }
+}
+
+/// On this OS tasks do not run yet.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn spawn(sandbox: &Sandbox, command: &Command, _: Option<()>) -> Result<Child, Error> {
+    let _ = (sandbox, command);
+    Err(Error::Unavailable {
+        diagnosis: "paddock runs tasks on Linux (bubblewrap); the macOS runner is not built yet, `paddock plan` shows the seatbelt profile it will use".into(),
+    })
+}

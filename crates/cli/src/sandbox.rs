@@ -1,0 +1,313 @@
+//! [`Sandbox`] and its builder: a project, a policy and the host facts, ready to spawn any
+//! number of tasks, from any thread.
+//!
+//! A sandbox is built once per policy: the config is read and checked here, so a bad one
+//! fails at [`SandboxBuilder::build`], and the host is probed here, so a host that cannot
+//! run sandboxes says so then. Each [`Sandbox::spawn`] resolves the policy again against
+//! the filesystem as it is at that moment (files come and go between tasks).
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use paddock_policy::{HostFacts, ItemizeMode, Policy, default_policy};
+
+use crate::{Child, Command, Error};
+
+/// The default of [`SandboxBuilder::capture_limit`]: 16 MiB per piped stream.
+pub const DEFAULT_CAPTURE_LIMIT: usize = 16 << 20;
+
+/// How to build a [`Sandbox`]: see [`Sandbox::builder`].
+#[derive(Debug)]
+pub struct SandboxBuilder {
+    project: PathBuf,
+    policy: Option<(Policy, Option<PathBuf>, Vec<String>)>,
+    home: Option<PathBuf>,
+    env: Option<Vec<(OsString, OsString)>>,
+    itemize: Option<ItemizeMode>,
+    toggles: paddock_linux_bwrap::runtime::Toggles,
+    capture_limit: usize,
+    grace: Duration,
+    facts: Option<HostFacts>,
+}
+
+/// A policy for one project, ready to run tasks: `Send + Sync + Clone`, cheap to clone
+/// (clones share everything), and holding nothing that needs cleaning up.
+#[derive(Clone, Debug)]
+pub struct Sandbox {
+    pub(crate) inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) project: PathBuf,
+    pub(crate) policy: Policy,
+    pub(crate) config: Option<PathBuf>,
+    pub(crate) notes: Vec<String>,
+    pub(crate) home: PathBuf,
+    pub(crate) env: Vec<(OsString, OsString)>,
+    pub(crate) itemize: Option<ItemizeMode>,
+    pub(crate) toggles: paddock_linux_bwrap::runtime::Toggles,
+    pub(crate) capture_limit: usize,
+    pub(crate) grace: Duration,
+    pub(crate) facts: HostFacts,
+}
+
+impl Sandbox {
+    /// A builder for a sandbox of the project at `project` (its root: write grants, the
+    /// protected names and the config's relative paths start there). Without a config the
+    /// project's `paddock.toml` is read when there is one, else the default policy is used.
+    pub fn builder(project: impl AsRef<Path>) -> SandboxBuilder {
+        SandboxBuilder {
+            project: project.as_ref().to_path_buf(),
+            policy: None,
+            home: None,
+            env: None,
+            itemize: None,
+            toggles: paddock_linux_bwrap::runtime::Toggles::default(),
+            capture_limit: DEFAULT_CAPTURE_LIMIT,
+            grace: Duration::from_secs(2),
+            facts: None,
+        }
+    }
+
+    /// Runs `command` in a sandbox of its own, under this sandbox's policy. Returns once the
+    /// sandbox's process is started (or could not be), while the task runs.
+    pub fn spawn(&self, command: &Command) -> Result<Child, Error> {
+        crate::child::spawn(self, command, None)
+    }
+
+    /// [`Sandbox::spawn`] with a bubblewrap started before the command line was read (the
+    /// `paddock` binary's start-up overlap); it is used when it fits, else killed.
+    #[doc(hidden)]
+    #[cfg(target_os = "linux")]
+    pub fn spawn_prespawned(
+        &self,
+        command: &Command,
+        prespawned: Option<paddock_linux_bwrap::runtime::prespawn::Prespawned>,
+    ) -> Result<Child, Error> {
+        crate::child::spawn(self, command, prespawned)
+    }
+
+    /// The project directory.
+    pub fn project(&self) -> &Path {
+        &self.inner.project
+    }
+
+    /// The config file read, if any.
+    pub fn config_file(&self) -> Option<&Path> {
+        self.inner.config.as_deref()
+    }
+
+    /// Notes about the config (an SRT file's conversion), also in each task's report.
+    pub fn notes(&self) -> &[String] {
+        &self.inner.notes
+    }
+
+    /// The policy as read, before it is resolved against the filesystem.
+    pub fn policy(&self) -> &Policy {
+        &self.inner.policy
+    }
+}
+
+impl SandboxBuilder {
+    /// Reads the policy from `file`: TOML, or SRT settings (`.json`, converted with notes).
+    /// A relative path is taken from the project directory.
+    pub fn config_file(mut self, file: impl AsRef<Path>) -> Result<SandboxBuilder, Error> {
+        let file = absolute(&self.project, file.as_ref())?;
+        let (policy, notes) = crate::config::read(&file)?;
+        self.policy = Some((policy, Some(file), notes));
+        Ok(self)
+    }
+
+    /// Reads the policy from TOML text.
+    pub fn policy_toml(mut self, text: &str) -> Result<SandboxBuilder, Error> {
+        let origin = self.project.join("paddock.toml");
+        let policy = paddock_policy::load_str(text, &origin, paddock_policy::Format::Toml)?;
+        self.policy = Some((policy, None, Vec::new()));
+        Ok(self)
+    }
+
+    /// Uses a policy built in code (or read and then changed, as the CLI's flags do);
+    /// `config` is the file it came from, if any (it is protected like any config).
+    pub fn policy(mut self, policy: Policy, config: Option<PathBuf>) -> SandboxBuilder {
+        self.policy = Some((policy, config, Vec::new()));
+        self
+    }
+
+    /// The home directory `~` means in the policy. Default: `$HOME`.
+    pub fn home(mut self, home: impl AsRef<Path>) -> SandboxBuilder {
+        self.home = Some(home.as_ref().to_path_buf());
+        self
+    }
+
+    /// The environment the policy's `env` rules build the task's from. Default: this
+    /// process's environment when [`SandboxBuilder::build`] runs.
+    pub fn env_base(mut self, env: Vec<(OsString, OsString)>) -> SandboxBuilder {
+        self.env = Some(env);
+        self
+    }
+
+    /// How denials are itemized, over the policy's `report.itemize`. Never changes what is
+    /// enforced.
+    pub fn itemize(mut self, mode: ItemizeMode) -> SandboxBuilder {
+        self.itemize = Some(mode);
+        self
+    }
+
+    /// Turns itemizing strategies off (to compare them, or where one misbehaves).
+    pub fn toggles(mut self, toggles: paddock_linux_bwrap::runtime::Toggles) -> SandboxBuilder {
+        self.toggles = toggles;
+        self
+    }
+
+    /// The most bytes kept of each piped stream ([`DEFAULT_CAPTURE_LIMIT`] by default).
+    pub fn capture_limit(mut self, bytes: usize) -> SandboxBuilder {
+        self.capture_limit = bytes;
+        self
+    }
+
+    /// Between a polite signal (a timeout's SIGTERM, [`Child::signal`]) and the kill of the
+    /// whole sandbox. Default: 2 s.
+    pub fn grace(mut self, grace: Duration) -> SandboxBuilder {
+        self.grace = grace;
+        self
+    }
+
+    /// Uses these host facts instead of probing the host.
+    #[doc(hidden)]
+    pub fn host_facts(mut self, facts: HostFacts) -> SandboxBuilder {
+        self.facts = Some(facts);
+        self
+    }
+
+    /// Checks everything a task does not change: the project, the config, the home, and
+    /// that this host can run sandboxes.
+    pub fn build(self) -> Result<Sandbox, Error> {
+        let project = std::path::absolute(&self.project).map_err(|e| Error::Command {
+            message: format!(
+                "{}: cannot make the project path absolute ({e})",
+                self.project.display()
+            ),
+        })?;
+        if !project.is_dir() {
+            return Err(Error::Command {
+                message: format!("the project {} is not a directory", project.display()),
+            });
+        }
+        let (policy, config, notes) = match self.policy {
+            Some(p) => p,
+            None => {
+                let found = project.join("paddock.toml");
+                if crate::config::is_config(&found) {
+                    let (policy, notes) = crate::config::read(&found)?;
+                    (policy, Some(found), notes)
+                } else {
+                    (default_policy(), None, Vec::new())
+                }
+            }
+        };
+        let home = match self.home {
+            Some(h) => h,
+            None => std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default(),
+        };
+        if !home.is_absolute() {
+            return Err(Error::Command {
+                message: "the home directory is not an absolute path; set HOME (or call `home`) so that `~` in a policy means something".into(),
+            });
+        }
+        let env = self.env.unwrap_or_else(|| std::env::vars_os().collect());
+        let facts = match self.facts {
+            Some(f) => f,
+            None => host_facts()?,
+        };
+        Ok(Sandbox {
+            inner: Arc::new(Inner {
+                project,
+                policy,
+                config,
+                notes,
+                home,
+                env,
+                itemize: self.itemize,
+                toggles: self.toggles,
+                capture_limit: self.capture_limit,
+                grace: self.grace,
+                facts,
+            }),
+        })
+    }
+}
+
+/// The facts of this host, or why it cannot run sandboxes.
+#[cfg(target_os = "linux")]
+fn host_facts() -> Result<HostFacts, Error> {
+    let facts = paddock_linux_bwrap::probe::facts();
+    if facts.bwrap.is_some() {
+        return Ok(facts);
+    }
+    let report = paddock_linux_bwrap::probe::probe().report;
+    let diagnosis: Vec<String> = report
+        .checks
+        .iter()
+        .filter(|c| c.status == paddock_linux_bwrap::probe::Status::Fail)
+        .map(|c| match &c.fix {
+            Some(fix) => format!("{}: {} (fix: {fix})", c.name, c.message),
+            None => format!("{}: {}", c.name, c.message),
+        })
+        .collect();
+    Err(Error::Unavailable { diagnosis: diagnosis.join("; ") })
+}
+
+/// The facts of this host, or why it cannot run sandboxes.
+#[cfg(not(target_os = "linux"))]
+fn host_facts() -> Result<HostFacts, Error> {
+    Ok(HostFacts {
+        sandbox_exec: true,
+        self_exe: std::env::current_exe().ok(),
+        ..HostFacts::default()
+    })
+}
+
+fn absolute(base: &Path, path: &Path) -> Result<PathBuf, Error> {
+    Ok(if path.is_absolute() { path.to_path_buf() } else { base.join(path) })
+}
+
+impl Inner {
+    /// The policy resolved against the filesystem as it is now, for a task in `cwd`, with
+    /// `foreign` (other live runs' placeholders) taken for missing names.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn resolve(
+        &self,
+        cwd: &Path,
+        foreign: Vec<PathBuf>,
+    ) -> Result<paddock_linux_bwrap::runtime::task::Resolution, Error> {
+        use paddock_linux_bwrap::runtime::host::CachedHost;
+        let ctx = paddock_policy::Context::new(self.project.clone(), self.home.clone())
+            .with_env(self.env.clone())
+            .with_config_files(self.config.clone().into_iter().collect());
+        // One remembering host for the whole resolution: rules share their ancestors.
+        let host = CachedHost::with_foreign(foreign);
+        let (mut resolved, mut notes) = paddock_policy::resolve(&self.policy, &ctx, &host)?;
+        notes.splice(0..0, self.notes.iter().cloned());
+        // Nested repositories and protected names below the root.
+        let scanned = paddock_linux_bwrap::runtime::project_walk::scan(
+            &self.policy,
+            &mut resolved,
+            &host,
+            &mut notes,
+        )?;
+        let cwd = paddock_policy::canonicalize(&host, cwd)?.0;
+        Ok(paddock_linux_bwrap::runtime::task::Resolution { resolved, notes, cwd, scanned })
+    }
+
+    /// The task's working directory on the host: `dir` from the project, or the project.
+    pub(crate) fn cwd_of(&self, dir: Option<&Path>) -> PathBuf {
+        match dir {
+            Some(d) if d.is_absolute() => d.to_path_buf(),
+            Some(d) => self.project.join(d),
+            None => self.project.clone(),
+        }
+    }
+}
