@@ -170,7 +170,7 @@ fn main() -> anyhow::Result<()> {
 
     // The whole start-up of `paddock plan` up to the plan: config, resolution, the walk
     // through the runtime base's cache, the walls for what it found.
-    let cli = paddock::args::Cli::parse_from([
+    let cli = paddock::cli::args::Cli::parse_from([
         "paddock",
         "plan",
         "-C",
@@ -178,10 +178,10 @@ fn main() -> anyhow::Result<()> {
         "--",
         "true",
     ]);
-    let paddock::args::Command::Plan(args) = &cli.command else { anyhow::bail!("not a plan") };
-    let loaded = paddock::load::load(&args.policy)?;
+    let paddock::cli::args::Command::Plan(args) = &cli.command else { anyhow::bail!("not a plan") };
+    let loaded = paddock::cli::load::load(&args.policy)?;
     let load = median(|| {
-        let l = paddock::load::load(&args.policy).ok();
+        let l = paddock::cli::load::load(&args.policy).ok();
         assert!(l.is_some());
     });
     println!(

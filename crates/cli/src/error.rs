@@ -23,7 +23,9 @@ pub enum Error {
         fix: String,
     },
     /// This host cannot run sandboxes: `diagnosis` is what `paddock check` says of it.
-    #[error("the sandbox is unavailable here: {diagnosis}; run `paddock check` for the whole diagnosis")]
+    #[error(
+        "the sandbox is unavailable here: {diagnosis}; run `paddock check` for the whole diagnosis"
+    )]
     Unavailable {
         /// The failed checks and their fixes.
         diagnosis: String,

@@ -30,6 +30,18 @@ pub struct SandboxBuilder {
     capture_limit: usize,
     grace: Duration,
     facts: Option<HostFacts>,
+    supervisor: Supervisor,
+}
+
+/// Which executable runs as each sandbox's pid 1.
+#[derive(Clone, Debug)]
+enum Supervisor {
+    /// `paddock-supervisor` beside this program, else on `PATH`.
+    Find,
+    /// The one named.
+    At(PathBuf),
+    /// This program, re-executed (it handles paddock's hidden subcommands first thing).
+    CurrentExe,
 }
 
 /// A policy for one project, ready to run tasks: `Send + Sync + Clone`, cheap to clone
@@ -69,6 +81,7 @@ impl Sandbox {
             capture_limit: DEFAULT_CAPTURE_LIMIT,
             grace: Duration::from_secs(2),
             facts: None,
+            supervisor: Supervisor::Find,
         }
     }
 
@@ -175,6 +188,24 @@ impl SandboxBuilder {
         self
     }
 
+    /// The `paddock-supervisor` executable each sandbox runs as its pid 1 (it comes with
+    /// paddock: `cargo install --path crates/cli`). Default: the one beside this program,
+    /// else the first on `PATH`. It must be a regular file owned by this program's owner or
+    /// root and writable by no one else: it runs unfiltered in the sandbox.
+    pub fn supervisor(mut self, path: impl AsRef<Path>) -> SandboxBuilder {
+        self.supervisor = Supervisor::At(path.as_ref().to_path_buf());
+        self
+    }
+
+    /// Re-executes this program as the supervisor: it must hand paddock's hidden
+    /// subcommands to [`paddock_linux_bwrap::run_hidden_subcommand`] before anything else
+    /// (the `paddock` binary does).
+    #[doc(hidden)]
+    pub fn supervise_with_current_exe(mut self) -> SandboxBuilder {
+        self.supervisor = Supervisor::CurrentExe;
+        self
+    }
+
     /// Uses these host facts instead of probing the host.
     #[doc(hidden)]
     pub fn host_facts(mut self, facts: HostFacts) -> SandboxBuilder {
@@ -218,10 +249,11 @@ impl SandboxBuilder {
             });
         }
         let env = self.env.unwrap_or_else(|| std::env::vars_os().collect());
-        let facts = match self.facts {
+        let mut facts = match self.facts {
             Some(f) => f,
             None => host_facts()?,
         };
+        choose_supervisor(&mut facts, self.supervisor)?;
         Ok(Sandbox {
             inner: Arc::new(Inner {
                 project,
@@ -258,6 +290,38 @@ fn host_facts() -> Result<HostFacts, Error> {
         })
         .collect();
     Err(Error::Unavailable { diagnosis: diagnosis.join("; ") })
+}
+
+/// Sets the supervisor of `facts` as `choice` says, or says why there is none.
+#[cfg(target_os = "linux")]
+fn choose_supervisor(facts: &mut HostFacts, choice: Supervisor) -> Result<(), Error> {
+    use paddock_linux_bwrap::probe::{nolibc_supervisor_beside, trusted_supervisor};
+    let exe = match choice {
+        Supervisor::CurrentExe => return Ok(()),
+        Supervisor::Find if facts.supervisor_exe.is_some() => return Ok(()),
+        Supervisor::Find => std::env::var_os("PATH")
+            .iter()
+            .flat_map(std::env::split_paths)
+            .map(|dir| dir.join(paddock_linux_bwrap::SUPERVISOR_EXE))
+            .find(|p| p.is_file())
+            .ok_or_else(|| Error::Unavailable {
+                diagnosis: format!(
+                    "no {} beside this program or on PATH: install it with paddock (`cargo install --path crates/cli`), or name it with `SandboxBuilder::supervisor`",
+                    paddock_linux_bwrap::SUPERVISOR_EXE
+                ),
+            })?,
+        Supervisor::At(path) => path,
+    };
+    let exe = trusted_supervisor(&exe)
+        .map_err(|why| Error::Unavailable { diagnosis: format!("{}: {why}", exe.display()) })?;
+    facts.supervisor_nolibc_exe = nolibc_supervisor_beside(&exe);
+    facts.supervisor_exe = Some(exe);
+    Ok(())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn choose_supervisor(_: &mut HostFacts, _: Supervisor) -> Result<(), Error> {
+    Ok(())
 }
 
 /// The facts of this host, or why it cannot run sandboxes.

@@ -70,6 +70,8 @@ pub mod vfork;
 mod walls_tests;
 
 pub use error::{Context, Error};
+#[cfg(target_os = "linux")]
+pub use probe::SUPERVISOR_EXE;
 
 /// Runs the hidden subcommand `args[1]` names ([`SUPERVISE_SUBCOMMAND`], the strace shim's
 /// [`trace::SHIM_SUBCOMMAND`]), if it names one, and returns the process's exit code. The

@@ -337,6 +337,26 @@ pub fn nolibc_supervisor_beside(exe: &Path) -> Option<PathBuf> {
     }
 }
 
+/// A supervisor named by an embedding program: the canonical path of a regular executable
+/// file owned by this process's user or root and writable by no one else (it runs
+/// unfiltered as the sandbox's pid 1), or why it is not one.
+pub fn trusted_supervisor(path: &Path) -> Result<PathBuf, String> {
+    use std::os::unix::fs::MetadataExt;
+    let real = std::fs::canonicalize(path).map_err(|e| e.to_string())?;
+    let meta = std::fs::metadata(&real).map_err(|e| e.to_string())?;
+    let euid = nix::unistd::geteuid().as_raw();
+    if !meta.is_file() || meta.mode() & 0o111 == 0 {
+        return Err("not an executable file".into());
+    }
+    if meta.uid() != euid && meta.uid() != 0 {
+        return Err(format!("owned by uid {}, neither this user nor root", meta.uid()));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err("writable by others than its owner".into());
+    }
+    Ok(real)
+}
+
 /// The executable `name` next to `exe`, when it can be trusted as much as `exe` itself: a
 /// regular executable file, owned by `exe`'s owner (or root), writable by nobody else. A
 /// supervisor runs unfiltered as the sandbox's pid 1.

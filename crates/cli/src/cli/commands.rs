@@ -380,7 +380,8 @@ pub fn run(args: &RunArgs, start: Start) -> Result<u8> {
     let mut builder = crate::Sandbox::builder(&source.project)
         .policy(source.policy, source.config)
         .home(crate::cli::load::home()?)
-        .toggles(toggles_from_env());
+        .toggles(toggles_from_env())
+        .supervise_with_current_exe();
     // `--itemize` is in the policy already; the variable overrides the config, not the flag.
     if args.policy.itemize.is_none()
         && let Some(v) = std::env::var_os(ITEMIZE_ENV).filter(|v| !v.is_empty())
