@@ -4,6 +4,8 @@
 //! left: no process, no mount, no live runtime dir, no placeholder, no socket, and this
 //! process's signal dispositions as they were.
 
+#![cfg(target_os = "linux")]
+
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

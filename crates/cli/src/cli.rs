@@ -7,4 +7,3 @@ pub mod commands;
 #[cfg(target_os = "linux")]
 pub mod learn;
 pub mod load;
-pub mod propose;

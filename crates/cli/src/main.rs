@@ -101,7 +101,7 @@ fn run() -> u8 {
         }
     };
     let signals = match &cli.command {
-        #[cfg(unix)]
+        #[cfg(target_os = "linux")]
         paddock::cli::args::Command::Run(_) => signals::catch(),
         _ => None,
     };
@@ -131,8 +131,8 @@ fn run() -> u8 {
 }
 
 /// The signal handlers of `paddock run`: the process's, so the binary's, never the
-/// library's.
-#[cfg(unix)]
+/// library's. (Tasks run on Linux only, for now.)
+#[cfg(target_os = "linux")]
 mod signals {
     use std::os::fd::{IntoRawFd, OwnedFd};
     use std::sync::atomic::{AtomicI32, Ordering};

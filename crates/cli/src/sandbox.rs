@@ -35,6 +35,7 @@ pub struct SandboxBuilder {
 
 /// Which executable runs as each sandbox's pid 1.
 #[derive(Clone, Debug)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 enum Supervisor {
     /// `paddock-supervisor` beside this program, else on `PATH`.
     Find,
@@ -52,6 +53,7 @@ pub struct Sandbox {
 }
 
 #[derive(Debug)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) struct Inner {
     pub(crate) project: PathBuf,
     pub(crate) policy: Policy,
@@ -367,6 +369,7 @@ impl Inner {
     }
 
     /// The task's working directory on the host: `dir` from the project, or the project.
+    #[cfg(target_os = "linux")]
     pub(crate) fn cwd_of(&self, dir: Option<&Path>) -> PathBuf {
         match dir {
             Some(d) if d.is_absolute() => d.to_path_buf(),

@@ -70,9 +70,11 @@ impl Default for Toggles {
 pub type Result<T> = std::result::Result<T, crate::Error>;
 
 /// Returns an [`crate::Error::Run`] made from a format string.
+#[cfg(target_os = "linux")]
 macro_rules! bail {
     ($($arg:tt)*) => {
         return Err($crate::Error::run(format!($($arg)*)))
     };
 }
+#[cfg(target_os = "linux")]
 pub(crate) use bail;

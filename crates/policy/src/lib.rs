@@ -66,6 +66,7 @@ mod report;
 mod resolve;
 mod resolved;
 mod spelling;
+pub mod propose;
 pub mod srt;
 mod violation;
 

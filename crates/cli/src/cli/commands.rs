@@ -287,6 +287,7 @@ fn prespawn_for(args: &PolicyArgs, early: Option<Prespawned>) -> Option<Prespawn
 }
 
 /// `PADDOCK_ITEMIZE`, when it names a mode.
+#[cfg(target_os = "linux")]
 fn itemize_env() -> Option<paddock_policy::ItemizeMode> {
     std::env::var(ITEMIZE_ENV).ok().as_deref().and_then(paddock_policy::ItemizeMode::parse)
 }
@@ -294,6 +295,7 @@ fn itemize_env() -> Option<paddock_policy::ItemizeMode> {
 /// Whether a run itemized by `mode` (the flag's or the environment's) spawns bwrap plainly,
 /// so that it may be started before the plan: not itemized, or by strace attached to the
 /// supervisor.
+#[cfg(target_os = "linux")]
 fn prespawns(mode: Option<paddock_policy::ItemizeMode>) -> bool {
     use paddock_policy::ItemizeMode;
     match mode {
@@ -323,6 +325,7 @@ pub fn prespawn_early(argv: &[std::ffi::OsString]) -> Option<Prespawned> {
 
 /// The itemizing mode a raw `paddock run` command line asks for (see [`prespawn_early`]),
 /// `env` when it gives none; `None` for any other command, or another backend's run.
+#[cfg(target_os = "linux")]
 fn early_itemize_mode(
     argv: &[std::ffi::OsString],
     env: impl FnOnce() -> Option<paddock_policy::ItemizeMode>,
@@ -470,7 +473,7 @@ pub fn dispatch(cli: &crate::cli::args::Cli, start: Start) -> Result<u8> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux"))]
 mod early_tests {
     use super::*;
     use paddock_policy::ItemizeMode;

@@ -21,7 +21,7 @@ use paddock_policy::{
 use paddock_strace_parse::{Denial, Event, Return};
 
 use crate::cli::args::LearnArgs;
-use crate::cli::propose::{Learned, propose};
+use paddock_policy::propose::{Learned, propose};
 use paddock_linux_bwrap::runtime::classify::{
     Classifier, inet_target, is_write_intent, sandbox_owned, unix_socket_refused,
 };

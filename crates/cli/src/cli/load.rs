@@ -80,6 +80,7 @@ pub fn load(args: &PolicyArgs) -> Result<Loaded> {
         .with_config_files(config.clone().into_iter().collect());
     // One remembering host for the whole resolution: rules share their ancestors.
     let host = CachedHost::with_foreign(Vec::new());
+    #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
     let (mut resolved, more) = resolve(&policy, &ctx, &host)?;
     notes.extend(more);
     // Nested repositories and protected names below the root, as a run finds them.

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use paddock_policy::{AbsPathBuf, DisplayBytes, FileKind, Host, ResolvedPolicy};
+use crate::{AbsPathBuf, DisplayBytes, FileKind, Host, ResolvedPolicy};
 
 /// What a learning run saw. Paths are canonical.
 #[derive(Clone, Debug, Default)]
@@ -228,7 +228,7 @@ fn toml_string(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use paddock_policy::{Context, FakeHost, default_policy, resolve};
+    use crate::{Context, FakeHost, default_policy, resolve};
 
     fn host() -> FakeHost {
         FakeHost::new()
