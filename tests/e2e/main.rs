@@ -7,7 +7,6 @@
 
 // The suites drive Linux sandboxes and make Linux system calls.
 #![cfg(target_os = "linux")]
-
 // A test harness: a failed setup step should stop the test with its error.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 // The suite's job is to spawn `paddock` and look at it from outside.

@@ -316,13 +316,7 @@ fn darwin_check(pass: &mut Pass) -> Result<()> {
         }
     }
     for target in targets {
-        run(cargo().args([
-            "check",
-            "--all-targets",
-            "--target",
-            target,
-            "--workspace",
-        ]))?;
+        run(cargo().args(["check", "--all-targets", "--target", target, "--workspace"]))?;
     }
     Ok(())
 }

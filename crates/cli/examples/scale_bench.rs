@@ -2,6 +2,7 @@
 //! is part of the Linux runtime.
 
 #[cfg(target_os = "linux")]
+#[path = "scale_bench/linux.rs"]
 mod linux;
 
 #[cfg(target_os = "linux")]

@@ -61,12 +61,12 @@ mod origin;
 mod path;
 mod pins;
 mod plan;
+pub mod propose;
 mod protected;
 mod report;
 mod resolve;
 mod resolved;
 mod spelling;
-pub mod propose;
 pub mod srt;
 mod violation;
 

@@ -2,7 +2,11 @@
 //! [`linux`] for its operations). It makes Linux system calls, so elsewhere it only says so.
 
 #[cfg(target_os = "linux")]
+#[path = "probe/linux.rs"]
 mod linux;
+#[cfg(target_os = "linux")]
+#[path = "probe/race.rs"]
+mod race;
 
 #[cfg(target_os = "linux")]
 fn main() {

@@ -32,8 +32,7 @@
 //! time of socket, connect and close).
 
 #[path = "probe/race.rs"]
-#[path = "race.rs"]
-mod race;
+use crate::race;
 
 use std::io::{Read, Write};
 

@@ -23,7 +23,6 @@
 
 // Only Linux runs it; elsewhere it is built as a stub and its constants go unused.
 #![cfg_attr(not(target_os = "linux"), allow(dead_code))]
-
 #![cfg_attr(paddock_nolibc, no_std, no_main)]
 
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
