@@ -31,7 +31,6 @@
 //! `unix-fdswap:UNGRANTED,N` (see [`race::fdswap`]), `unix-time:PATH,N` (N connects to PATH, each on a fresh socket; detail: `ns=` the mean
 //! time of socket, connect and close).
 
-#[path = "probe/race.rs"]
 use crate::race;
 
 use std::io::{Read, Write};
