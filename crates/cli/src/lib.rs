@@ -67,3 +67,27 @@ pub use paddock_linux_bwrap::runtime::Toggles;
 pub use paddock_policy::{ItemizeMode, Violation, ViolationKind};
 pub use report::{Output, Report};
 pub use sandbox::{DEFAULT_CAPTURE_LIMIT, Sandbox, SandboxBuilder};
+
+/// Runs this process as a sandbox's supervisor when it was started as one, and returns the
+/// exit status to exit with; `None` otherwise. A program that sandboxes with
+/// [`SandboxBuilder::supervise_with_current_exe`] calls it first thing in `main`:
+///
+/// ```no_run
+/// fn main() {
+///     if let Some(code) = paddock::run_supervisor_if_asked() {
+///         std::process::exit(code);
+///     }
+///     // ... the program, building sandboxes with `supervise_with_current_exe()`.
+/// }
+/// ```
+pub fn run_supervisor_if_asked() -> Option<i32> {
+    #[cfg(target_os = "linux")]
+    {
+        let args: Vec<std::ffi::OsString> = std::env::args_os().take(2).collect();
+        if args.get(1).is_some_and(|a| a.as_encoded_bytes().starts_with(b"__")) {
+            let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+            return paddock_linux_bwrap::run_hidden_subcommand(&args);
+        }
+    }
+    None
+}

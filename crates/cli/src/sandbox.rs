@@ -199,10 +199,9 @@ impl SandboxBuilder {
         self
     }
 
-    /// Re-executes this program as the supervisor: it must hand paddock's hidden
-    /// subcommands to [`paddock_linux_bwrap::run_hidden_subcommand`] before anything else
-    /// (the `paddock` binary does).
-    #[doc(hidden)]
+    /// Re-executes this program as each sandbox's supervisor, so that it needs no
+    /// `paddock-supervisor` beside it: its `main` must call
+    /// [`run_supervisor_if_asked`](crate::run_supervisor_if_asked) before anything else.
     pub fn supervise_with_current_exe(mut self) -> SandboxBuilder {
         self.supervisor = Supervisor::CurrentExe;
         self
