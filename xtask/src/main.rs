@@ -15,6 +15,8 @@
 //! - `bench bridge`: throughput and connection rate through port bridges, as ratios to
 //!   direct loopback (and to socat when installed).
 //! - `bench unix-socket`: a connect to a unix socket granted by path against a plain one.
+//! - `dist [--out DIR]`: the release binaries, shell completions and man pages in one
+//!   directory, `target/dist` by default (see `dist.rs`).
 //! - `tidy`: the repository's own rules (a `//!` doc atop every module).
 //! - `fuzz [--seconds N] [TARGET...]`: every fuzz target for N seconds (default 60) from its
 //!   seed corpus; fails on any finding and prints how to reproduce it (see `fuzz.rs`).
@@ -46,6 +48,7 @@ mod container {
         }
     }
 }
+mod dist;
 mod e2e;
 mod fuzz;
 mod skips;
@@ -62,6 +65,8 @@ use crate::skips::Pass;
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let root = project_root();
+    // Where `cargo xtask` was started: paths given on its command line are relative to it.
+    let cwd = std::env::current_dir()?;
     std::env::set_current_dir(&root)?;
     match args.first().map(String::as_str) {
         Some("ci") => ci(&root),
@@ -76,11 +81,12 @@ fn main() -> Result<()> {
         Some("build") => {
             build_release(&root).map(|exe| eprintln!("xtask: built {}", exe.display()))
         }
+        Some("dist") => dist::dist(&root, &cwd, &args[1..]),
         Some("bench") => bench::run_bench(&root, args.get(1).map(String::as_str)),
         Some("fuzz") => fuzz::fuzz(&root, &args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci|build|demo|tidy|test-linux [--container IMAGE [--scenario NAME]]|matrix [--fast]|test-macos|bench spawn|trace|bridge|scale|unix-socket|fuzz [--seconds N]>"
+                "usage: cargo xtask <ci|build|dist [--out DIR]|demo|tidy|test-linux [--container IMAGE [--scenario NAME]]|matrix [--fast]|test-macos|bench spawn|trace|bridge|scale|unix-socket|fuzz [--seconds N]>"
             );
             std::process::exit(2)
         }
