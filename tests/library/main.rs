@@ -5,6 +5,7 @@
 //! process's signal dispositions as they were.
 
 #![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
@@ -112,12 +113,12 @@ fn dispositions() -> Vec<(usize, libc::c_int)> {
     (1..32)
         .filter(|s| *s != libc::SIGKILL && *s != libc::SIGSTOP)
         .map(|sig| {
-            // SAFETY: a query only: no new action, a zeroed struct to be overwritten.
+            // SAFETY: an all-zero sigaction is a valid value to be overwritten.
             let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+            // SAFETY: a query only (no new action) into a valid struct.
             unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) };
             (old.sa_sigaction, old.sa_flags)
         })
-        .map(|(h, f)| (h, f))
         .collect()
 }
 

@@ -73,12 +73,10 @@ pub use sandbox::{DEFAULT_CAPTURE_LIMIT, Sandbox, SandboxBuilder};
 /// [`SandboxBuilder::supervise_with_current_exe`] calls it first thing in `main`:
 ///
 /// ```no_run
-/// fn main() {
-///     if let Some(code) = paddock::run_supervisor_if_asked() {
-///         std::process::exit(code);
-///     }
-///     // ... the program, building sandboxes with `supervise_with_current_exe()`.
+/// if let Some(code) = paddock::run_supervisor_if_asked() {
+///     std::process::exit(code);
 /// }
+/// // ... the program, building sandboxes with `supervise_with_current_exe()`.
 /// ```
 pub fn run_supervisor_if_asked() -> Option<i32> {
     #[cfg(target_os = "linux")]

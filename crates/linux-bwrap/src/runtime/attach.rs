@@ -91,7 +91,7 @@ pub fn run_observed<O: Observer>(
     }
     let finished = reader.finish();
     if finished.is_none() {
-        opts.notes.push(format!("the trace did not end with the task; denials are not itemized"));
+        opts.notes.push("the trace did not end with the task; denials are not itemized");
     }
     let observer = finished.filter(|_| tracer.is_some()).map(|f| f.observer);
     Ok(Some(Attached { outcome, observer, tracer_died: tracer_died.load(Ordering::SeqCst) }))
@@ -108,7 +108,7 @@ pub fn run(run: Run<'_>, topts: &TraceOptions) -> Result<Option<Ran>> {
     let itemized = ran.outcome.started && ran.observer.is_some();
     let violations = ran.observer.map(|o| o.reported.into_vec()).unwrap_or_default();
     if ran.tracer_died {
-        opts.notes.push(format!("strace ended before the task did; the sandbox was stopped, and the denials seen until then are reported"));
+        opts.notes.push("strace ended before the task did; the sandbox was stopped, and the denials seen until then are reported");
         return Ok(Some(Ran { outcome: ran.outcome, itemized_by: None, violations }));
     }
     Ok(Some(Ran { outcome: ran.outcome, itemized_by: itemized.then_some("strace"), violations }))

@@ -171,9 +171,7 @@ pub fn lines(f: &Findings) -> Vec<String> {
             l.hidden_by,
             names.join(", ")
         ));
-        out.push(format!(
-            "                        fix: remove the other name(s), or deny them too; paddock's walls hide paths, not inodes"
-        ));
+        out.push("                        fix: remove the other name(s), or deny them too; paddock's walls hide paths, not inodes".into());
     }
     for p in &f.unaccounted {
         out.push(format!(

@@ -40,19 +40,18 @@ pub fn run(run: Run<'_>, topts: &TraceOptions) -> Result<Option<Ran>> {
     let finished = reader.finish();
     if !finished.as_ref().is_some_and(|f| f.traced_a_call) && !outcome.timed_out {
         // strace never executed the shim, so the task never ran.
-        opts.notes.push(format!("note: strace could not start in the sandbox (its message is above); tracing bubblewrap instead"));
+        opts.notes.push("note: strace could not start in the sandbox (its message is above); tracing bubblewrap instead");
         return Ok(None);
     }
     let Some(finished) = finished else {
-        opts.notes.push(format!("the trace did not end with the task; denials are not itemized"));
+        opts.notes.push("the trace did not end with the task; denials are not itemized");
         return Ok(Some(Ran { outcome, itemized_by: None, violations: Vec::new() }));
     };
     let ended = finished.observer.ended;
     let violations = finished.observer.inner.reported.into_vec();
     if !ended && !outcome.timed_out {
-        opts.notes.push(format!(
-            "strace ended before the task did; the denials seen until then are reported"
-        ));
+        opts.notes
+            .push("strace ended before the task did; the denials seen until then are reported");
         return Ok(Some(Ran { outcome, itemized_by: None, violations }));
     }
     Ok(Some(Ran { outcome, itemized_by: Some("strace"), violations }))

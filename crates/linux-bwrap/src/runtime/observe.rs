@@ -154,8 +154,7 @@ pub fn run(
         match done_rx.recv_deadline(deadline) {
             Ok(part) => seen.merge(part),
             Err(_) => {
-                opts.notes
-                    .push(format!("note: an observer did not finish; some denials may be missing"));
+                opts.notes.push("note: an observer did not finish; some denials may be missing");
                 break;
             }
         }

@@ -478,13 +478,13 @@ pub fn run(run: Run<'_>, trace: Option<&TraceOptions>) -> Result<Ran> {
     let finished = reader.finish();
     let traced_a_call = finished.as_ref().is_some_and(|f| f.traced_a_call);
     if !outcome.started && !outcome.timed_out && !traced_a_call {
-        opts.notes.push(format!("strace failed before the task started (its message is above); running the task once more without itemizing denials"));
+        opts.notes.push("strace failed before the task started (its message is above); running the task once more without itemizing denials");
         let outcome = run_untraced(plan, opts, runtime_dir)?;
         return Ok(Ran { outcome, itemized_by: None, violations: Vec::new() });
     }
     match finished {
         Some(f) if f.stopped_stuck_tracer => {
-            opts.notes.push(format!("bubblewrap failed and left a process behind that strace kept waiting for; strace was stopped (is /proc here another pid namespace's? run `paddock check`)"));
+            opts.notes.push("bubblewrap failed and left a process behind that strace kept waiting for; strace was stopped (is /proc here another pid namespace's? run `paddock check`)");
             Ok(Ran { outcome, itemized_by: None, violations: Vec::new() })
         }
         Some(f) => Ok(Ran {
@@ -493,8 +493,7 @@ pub fn run(run: Run<'_>, trace: Option<&TraceOptions>) -> Result<Ran> {
             violations: f.observer.reported.into_vec(),
         }),
         None => {
-            opts.notes
-                .push(format!("the trace did not end with the task; denials are not itemized"));
+            opts.notes.push("the trace did not end with the task; denials are not itemized");
             Ok(Ran { outcome, itemized_by: None, violations: Vec::new() })
         }
     }
