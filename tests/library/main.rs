@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use paddock::{Command, Report, Sandbox, Stdio, ViolationKind};
+use paddock::{Command, Report, Sandbox, SharedProxy, Stdio, ViolationKind};
 use paddock_test_support::skip;
 
 /// One test at a time: each checks that the whole process is left clean.
@@ -76,10 +76,15 @@ impl Scratch {
     }
 
     fn sandbox(&self, toml: &str) -> Sandbox {
+        self.sandbox_sharing(toml, &SharedProxy::new())
+    }
+
+    fn sandbox_sharing(&self, toml: &str, proxy: &SharedProxy) -> Sandbox {
         Sandbox::builder(&self.project)
             .policy_toml(toml)
             .unwrap()
             .home(&self.home)
+            .egress_proxy(proxy)
             .supervisor(built("paddock-supervisor"))
             .build()
             .unwrap()
@@ -223,14 +228,16 @@ fn thirty_two_tasks_and_a_server_in_one_process_each_get_their_own() {
     let before = (dispositions(), mounts());
     let s = Scratch::new("many");
     let listing = s.listing();
-    // Four policies: each grants `out/` and hides `secrets/`; one with a domain list.
+    // Four policies: each grants `out/` and hides `secrets/`; two with domain lists, whose
+    // tasks share one egress proxy, each with its own rules and its own refusals.
     let policies = [
         "[allow]\nwrite = [\"out\"]\n[deny]\nread = [\"secrets\"]\n",
         "[allow]\nwrite = [\"out\", \"src\"]\nnetwork = false\n[deny]\nread = [\"secrets\", \"~/.aws\"]\n",
         "[allow]\nwrite = [\"out\"]\nnetwork = [\"granted.example\"]\n[deny]\nread = [\"secrets\"]\n",
-        "[allow]\nwrite = [\"out\"]\n[deny]\nread = [\"secrets\"]\nwrite = [\"out/locked\"]\n",
+        "[allow]\nwrite = [\"out\"]\nnetwork = [\"other.example\"]\n[deny]\nread = [\"secrets\"]\nwrite = [\"out/locked\"]\n",
     ];
-    let sandboxes: Vec<Sandbox> = policies.iter().map(|p| s.sandbox(p)).collect();
+    let proxy = SharedProxy::new();
+    let sandboxes: Vec<Sandbox> = policies.iter().map(|p| s.sandbox_sharing(p, &proxy)).collect();
 
     // The server: it serves a local port until it is killed.
     let port = free_port();
@@ -253,12 +260,14 @@ fn thirty_two_tasks_and_a_server_in_one_process_each_get_their_own() {
         let mut script = format!(
             "echo task-{i}; echo {i} > out/task-{i}; cat secrets/secret-{i} 2>/dev/null; true"
         );
-        if policy == 2 {
+        if policy >= 2 {
             script = format!(
                 "{script}; {} http:http://refused-{i}.example/ >/dev/null",
                 probe.display()
             );
         }
+        // All 32 at once: each waits for the others to have started.
+        script = format!("{script}; while [ ! -e go ]; do sleep 0.01; done");
         let child = sandboxes[policy]
             .spawn(
                 Command::new("sh")
@@ -272,9 +281,11 @@ fn thirty_two_tasks_and_a_server_in_one_process_each_get_their_own() {
         assert!(child.id() > 0);
         tasks.push((i, policy, child));
     }
+    assert!(proxy.running(), "the tasks with domain lists share a running proxy");
     // Killed through its handle while the others run.
     assert!(host_get(port, Duration::from_secs(5)).is_ok(), "the server serves meanwhile");
     server.kill().unwrap();
+    std::fs::write(s.project.join("go"), "").unwrap();
 
     for (i, policy, child) in tasks {
         let out = child.wait_with_output().unwrap();
@@ -291,12 +302,13 @@ fn thirty_two_tasks_and_a_server_in_one_process_each_get_their_own() {
         );
         assert_eq!(secrets_denied(&out.report), BTreeSet::from([i]), "task {i}: {:?}", out.report);
         let refused = refused(&out.report);
-        if policy == 2 {
+        if policy >= 2 {
             assert_eq!(refused, [format!("refused-{i}.example:80")], "task {i}: {:?}", out.report);
         } else {
             assert!(refused.is_empty(), "task {i}: {refused:?}");
         }
     }
+    assert!(!proxy.running(), "the proxy stops with the last task that used it");
     let report = server.wait().unwrap();
     assert_eq!(report.signal, Some(libc::SIGKILL), "{report:?}");
     // Its port is free at once.
@@ -314,7 +326,9 @@ fn thirty_two_tasks_and_a_server_in_one_process_each_get_their_own() {
     let (live, sockets) = live_runs_and_sockets();
     assert!(live.is_empty(), "runtime dirs of live runs left: {live:?}");
     assert!(sockets.is_empty(), "sockets left: {sockets:?}");
-    let outs: BTreeSet<PathBuf> = (0..32).map(|i| PathBuf::from(format!("out/task-{i}"))).collect();
+    let mut outs: BTreeSet<PathBuf> =
+        (0..32).map(|i| PathBuf::from(format!("out/task-{i}"))).collect();
+    outs.insert("go".into());
     let after: BTreeSet<PathBuf> = s.listing().difference(&outs).cloned().collect();
     assert_eq!(after, listing, "placeholders or other files left in the project");
 }

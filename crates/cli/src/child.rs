@@ -255,6 +255,7 @@ pub(crate) fn spawn(
         prespawned,
         control,
         notes: notes.clone(),
+        proxy: inner.proxy.inner.clone(),
     };
     let cwd = inner.cwd_of(command.cwd.as_deref());
     let thread = std::thread::Builder::new()

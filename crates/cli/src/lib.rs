@@ -66,7 +66,7 @@ pub use error::Error;
 pub use paddock_linux_bwrap::runtime::Toggles;
 pub use paddock_policy::{ItemizeMode, Violation, ViolationKind};
 pub use report::{Output, Report};
-pub use sandbox::{DEFAULT_CAPTURE_LIMIT, Sandbox, SandboxBuilder};
+pub use sandbox::{DEFAULT_CAPTURE_LIMIT, Sandbox, SandboxBuilder, SharedProxy};
 
 /// Runs this process as a sandbox's supervisor when it was started as one, and returns the
 /// exit status to exit with; `None` otherwise. A program that sandboxes with

@@ -31,6 +31,33 @@ pub struct SandboxBuilder {
     grace: Duration,
     facts: Option<HostFacts>,
     supervisor: Supervisor,
+    proxy: SharedProxy,
+}
+
+/// One egress proxy shared by every sandbox built with a clone of this handle
+/// ([`SandboxBuilder::egress_proxy`]): started by the first task with a domain list,
+/// stopped when the last such task ends, each task with its own rules and its own refusals.
+/// Clones of one [`Sandbox`] always share one; sandboxes built without a handle of their own
+/// each get theirs.
+#[derive(Clone, Debug, Default)]
+pub struct SharedProxy {
+    #[cfg(target_os = "linux")]
+    pub(crate) inner: paddock_linux_bwrap::runtime::host_bridges::SharedProxy,
+}
+
+impl SharedProxy {
+    /// A handle on no proxy yet.
+    pub fn new() -> SharedProxy {
+        SharedProxy::default()
+    }
+
+    /// Whether the proxy runs now (a task uses it).
+    pub fn running(&self) -> bool {
+        #[cfg(target_os = "linux")]
+        return self.inner.running();
+        #[cfg(not(target_os = "linux"))]
+        false
+    }
 }
 
 /// Which executable runs as each sandbox's pid 1.
@@ -66,6 +93,7 @@ pub(crate) struct Inner {
     pub(crate) capture_limit: usize,
     pub(crate) grace: Duration,
     pub(crate) facts: HostFacts,
+    pub(crate) proxy: SharedProxy,
 }
 
 impl Sandbox {
@@ -84,6 +112,7 @@ impl Sandbox {
             grace: Duration::from_secs(2),
             facts: None,
             supervisor: Supervisor::Find,
+            proxy: SharedProxy::new(),
         }
     }
 
@@ -207,6 +236,13 @@ impl SandboxBuilder {
         self
     }
 
+    /// Shares `proxy`'s egress proxy with the other sandboxes built with it: a process that
+    /// runs many tasks with domain lists then runs one proxy.
+    pub fn egress_proxy(mut self, proxy: &SharedProxy) -> SandboxBuilder {
+        self.proxy = proxy.clone();
+        self
+    }
+
     /// Uses these host facts instead of probing the host.
     #[doc(hidden)]
     pub fn host_facts(mut self, facts: HostFacts) -> SandboxBuilder {
@@ -268,6 +304,7 @@ impl SandboxBuilder {
                 capture_limit: self.capture_limit,
                 grace: self.grace,
                 facts,
+                proxy: self.proxy,
             }),
         })
     }

@@ -1,9 +1,10 @@
 //! The host ends of a plan's bridges (DESIGN decision 4): started before the task, stopped
 //! after it, their refusals turned into the run's network violations.
 //!
-//! - [`BridgeSpec::Proxy`]: a per-task egress proxy ([`Proxy`] with the task's own
-//!   [`TaskRules`]) serving the task's socket in its runtime dir; the supervisor exposes it on
-//!   the sandbox's loopback.
+//! - [`BridgeSpec::Proxy`]: the egress proxy ([`Proxy`]) serving the task's socket in its
+//!   runtime dir with the task's own [`TaskRules`] and its own refusals; the supervisor
+//!   exposes it on the sandbox's loopback. One proxy serves every run that shares a
+//!   [`SharedProxy`]: started by the first run that needs it, stopped with the last.
 //! - [`BridgeSpec::Outbound`] (`allow.host-ports`): the socket relays to host
 //!   `127.0.0.1:PORT`.
 //! - [`BridgeSpec::Inbound`] (`allow.local-ports`): host `127.0.0.1:PORT` hands every
@@ -17,7 +18,7 @@
 use std::os::fd::{OwnedFd, RawFd};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 use crate::error::Context;
 use crate::runtime::Result;
@@ -35,13 +36,50 @@ pub struct Bridges {
     inherited: Vec<(Arc<OwnedFd>, RawFd)>,
     // The task is dropped before the proxy (field order).
     task: Option<TaskHandle>,
-    proxy: Option<Proxy>,
+    proxy: Option<Arc<Proxy>>,
+}
+
+/// One egress proxy for the runs holding clones of this handle: started on the first run
+/// that needs it, stopped when the last run using it ends. Shared by handle, never through
+/// a global: a caller decides which runs share one.
+#[derive(Clone, Debug, Default)]
+pub struct SharedProxy(Arc<Mutex<Weak<Proxy>>>);
+
+impl SharedProxy {
+    /// A handle on no proxy yet.
+    pub fn new() -> SharedProxy {
+        SharedProxy::default()
+    }
+
+    /// The running proxy, started now if no run uses one.
+    fn get(&self) -> Result<Arc<Proxy>> {
+        let mut slot =
+            self.0.lock().map_err(|_| crate::Error::run("the egress proxy's lock is poisoned"))?;
+        if let Some(proxy) = slot.upgrade() {
+            return Ok(proxy);
+        }
+        let proxy = Arc::new(
+            Proxy::start(Arc::new(SystemResolver), ProxyOptions::default())
+                .context("cannot start the egress proxy")?,
+        );
+        *slot = Arc::downgrade(&proxy);
+        Ok(proxy)
+    }
+
+    /// Whether a proxy runs now (some run uses it).
+    pub fn running(&self) -> bool {
+        self.0.lock().is_ok_and(|slot| slot.strong_count() > 0)
+    }
 }
 
 impl Bridges {
-    /// Starts every bridge of `plan`, all or none. Socket directories are created (mode
-    /// 0700) as needed.
-    pub fn start(plan: &SpawnPlan, policy: &ResolvedPolicy) -> Result<Bridges> {
+    /// Starts every bridge of `plan`, all or none, the egress proxy through `proxy`. Socket
+    /// directories are created (mode 0700) as needed.
+    pub fn start(
+        plan: &SpawnPlan,
+        policy: &ResolvedPolicy,
+        proxy: &SharedProxy,
+    ) -> Result<Bridges> {
         let mut running = Bridges::default();
         for bridge in &plan.bridges {
             match bridge {
@@ -50,8 +88,7 @@ impl Bridges {
                         "the plan has an egress proxy but the policy's network is not a domain list",
                     )?;
                     socket_dir(socket.as_path())?;
-                    let proxy = Proxy::start(Arc::new(SystemResolver), ProxyOptions::default())
-                        .context("cannot start the egress proxy")?;
+                    let proxy = proxy.get()?;
                     let task = proxy
                         .add_task(socket.as_path(), rules)
                         .context("cannot start the egress proxy")?;

@@ -65,6 +65,8 @@ pub struct Request {
     pub control: Control,
     /// Where the run's notes go.
     pub notes: Notes,
+    /// The egress proxy this run shares with others.
+    pub proxy: crate::runtime::host_bridges::SharedProxy,
 }
 
 /// A finished task: how it ended and everything the report says.
@@ -104,6 +106,7 @@ pub fn run<E: From<crate::Error>>(
         prespawned,
         control,
         notes,
+        proxy,
     } = request;
     // Locked before resolution: a run that may take another's placeholder for the user's
     // file is then alive when that run decides whether to remove it
@@ -141,7 +144,7 @@ pub fn run<E: From<crate::Error>>(
         .context("cannot write the task's runtime directory")?;
     // Host ends of port grants and the egress proxy: a busy port fails here, before the
     // task starts. They stop with the task (or with this process: the sweep takes sockets).
-    let bridges = crate::runtime::host_bridges::Bridges::start(&plan, &loaded.resolved)?;
+    let bridges = crate::runtime::host_bridges::Bridges::start(&plan, &loaded.resolved, &proxy)?;
     let opts = RunOptions {
         timeout,
         grace,

@@ -104,8 +104,12 @@ fn observe_program(
     };
     let plan = LinuxBwrap.plan(policy, &task, &facts()).unwrap();
     // The host ends of port grants, as the CLI starts them.
-    let bridges =
-        paddock_linux_bwrap::runtime::host_bridges::Bridges::start(&plan, policy).unwrap();
+    let bridges = paddock_linux_bwrap::runtime::host_bridges::Bridges::start(
+        &plan,
+        policy,
+        &Default::default(),
+    )
+    .unwrap();
     let (read, write) = std::io::pipe().unwrap();
     let reader = std::thread::spawn(move || {
         let mut records = Vec::new();
