@@ -478,3 +478,31 @@ fn a_closed_standard_descriptor_is_dev_null_for_paddock_and_the_task() {
         assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "/dev/null", "{itemize:?}");
     }
 }
+
+#[test]
+fn dash_c_makes_the_project_the_tasks_working_directory() {
+    // `paddock run -C ~/proj -- make`, as with `git -C` and `make -C`: started from
+    // elsewhere, the task works in the project (where it may write), not in the caller's
+    // directory.
+    if !require_os_sandbox() {
+        return;
+    }
+    let s = Scratch::new("dash-c");
+    let out = s
+        .paddock()
+        .current_dir(&s.home)
+        .arg("run")
+        .arg("-C")
+        .arg(&s.project)
+        .args(["--", "sh", "-c", "pwd; echo made > made-here"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), s.project.to_str().unwrap());
+    assert_eq!(std::fs::read_to_string(s.project.join("made-here")).unwrap(), "made\n");
+    assert!(!s.home.join("made-here").exists());
+    // A relative -C is taken from the caller's directory.
+    let out =
+        s.paddock().current_dir(&s.home).args(["run", "-C", "proj", "--", "pwd"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), s.project.to_str().unwrap());
+}

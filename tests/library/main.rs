@@ -423,3 +423,58 @@ fn sandboxes_made_and_dropped_on_threads_never_take_a_live_runs_placeholder() {
     assert_eq!(after, listing, "placeholders left in the project");
     assert_eq!(dispositions(), before);
 }
+
+#[test]
+fn output_nobody_reads_is_capped_and_a_dropped_child_takes_its_sandbox() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !sandbox_here() {
+        return;
+    }
+    let s = Scratch::new("cap");
+    let listing = s.listing();
+    let sandbox = Sandbox::builder(&s.project)
+        .policy_toml("")
+        .unwrap()
+        .home(&s.home)
+        .supervisor(built("paddock-supervisor"))
+        .capture_limit(1000)
+        .build()
+        .unwrap();
+    // 4 MiB on each stream, far past a pipe's buffer: the task must not block on it.
+    let out = sandbox
+        .spawn(
+            Command::new("sh")
+                .args([
+                    "-c",
+                    "head -c 4194304 /dev/zero; head -c 4194304 /dev/zero >&2; echo done > out/ok",
+                ])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .timeout(Duration::from_secs(60)),
+        )
+        .unwrap()
+        .wait_with_output()
+        .unwrap();
+    assert_eq!(out.report.exit_code, 0, "{:?}", out.report);
+    assert!(!out.report.timed_out);
+    for stream in [&out.stdout, &out.stderr] {
+        assert!(stream.starts_with(&[0u8; 1000]), "the first 1000 bytes are kept");
+        let marker = String::from_utf8_lossy(&stream[1000..]);
+        assert!(marker.contains("4193304 more bytes cut"), "{marker}");
+    }
+    assert!(s.project.join("out/ok").exists());
+
+    // A task still running when its `Child` is dropped goes with it, sandbox and all.
+    let child = sandbox.spawn(Command::new("sleep").arg("600").stdout(Stdio::null())).unwrap();
+    let pid = child.id();
+    assert!(Path::new(&format!("/proc/{pid}")).exists());
+    let dropped = Instant::now();
+    drop(child);
+    assert!(dropped.elapsed() < Duration::from_secs(30), "the drop waited for the task");
+    assert!(children().is_empty(), "processes left: {:?}", children());
+    let (live, sockets) = live_runs_and_sockets();
+    assert!(live.is_empty() && sockets.is_empty(), "{live:?} {sockets:?}");
+    let mut after = s.listing();
+    after.remove(Path::new("out/ok"));
+    assert_eq!(after, listing, "placeholders left in the project");
+}
