@@ -5,7 +5,7 @@
 //! Everything here is per run: no module keeps process-wide state, installs signal handlers,
 //! prints, or reads `PADDOCK_*` variables. What a caller chooses comes in through
 //! [`supervise::RunOptions`] and [`Toggles`]; what a run has to say comes back in its
-//! result ([`strace::Ran`]).
+//! result ([`itemized::Ran`]).
 
 pub mod appeared;
 #[cfg(target_os = "linux")]
@@ -20,13 +20,15 @@ pub mod host;
 pub mod host_bridges;
 #[cfg(target_os = "linux")]
 pub mod inside;
+#[cfg(target_os = "linux")]
+pub mod itemize;
+#[cfg(target_os = "linux")]
+pub mod itemized;
 pub mod links;
 #[cfg(target_os = "linux")]
 pub mod new_repos;
 #[cfg(target_os = "linux")]
 pub mod observe;
-#[cfg(target_os = "linux")]
-pub mod placeholders;
 #[cfg(target_os = "linux")]
 pub mod prespawn;
 #[cfg(target_os = "linux")]
@@ -34,17 +36,15 @@ pub mod project_walk;
 #[cfg(target_os = "linux")]
 pub mod runtime_dir;
 #[cfg(target_os = "linux")]
-pub mod spares;
-#[cfg(target_os = "linux")]
 pub mod strace;
 #[cfg(target_os = "linux")]
 pub mod supervise;
 #[cfg(target_os = "linux")]
 pub mod task;
 #[cfg(target_os = "linux")]
-pub mod walk;
+pub mod trace_log;
 #[cfg(target_os = "linux")]
-pub mod walk_cache;
+pub mod walk;
 
 /// Which itemizing strategies a run may use: all of them by default. Turning one off
 /// compares strategies, or works around one that misbehaves on some host; it never changes

@@ -116,7 +116,7 @@ pub fn main() -> anyhow::Result<()> {
     );
     let cache_dir = target.join("scale-bench/cache");
     let _ = std::fs::remove_dir_all(&cache_dir);
-    let cache = paddock_linux_bwrap::runtime::walk_cache::file_for(&cache_dir, &root);
+    let cache = paddock_linux_bwrap::runtime::walk::cache::file_for(&cache_dir, &root);
 
     let first = paddock_linux_bwrap::runtime::walk::walk(&root, &names, None);
     let repos = first.hits.iter().filter(|h| h.path.ends_with(".git")).count();
@@ -198,7 +198,7 @@ pub fn main() -> anyhow::Result<()> {
     }
     std::fs::write(small.join("src/main.rs"), b"fn main() {}\n")?;
     let small = small.canonicalize()?;
-    let small_cache = paddock_linux_bwrap::runtime::walk_cache::file_for(&cache_dir, &small);
+    let small_cache = paddock_linux_bwrap::runtime::walk::cache::file_for(&cache_dir, &small);
     std::thread::sleep(Duration::from_secs(3));
     let _ = paddock_linux_bwrap::runtime::walk::walk(&small, &names, Some(&small_cache));
     let small_cached = median(|| {

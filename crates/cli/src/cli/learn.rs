@@ -25,8 +25,8 @@ use paddock_linux_bwrap::runtime::classify::{
     Classifier, inet_target, is_write_intent, sandbox_owned, unix_socket_refused,
 };
 use paddock_linux_bwrap::runtime::host::RealHost;
-use paddock_linux_bwrap::runtime::strace::{Observer, Reader};
 use paddock_linux_bwrap::runtime::supervise::{RunOptions, run_plan_with};
+use paddock_linux_bwrap::runtime::trace_log::{Observer, Reader};
 use paddock_policy::propose::{Learned, propose};
 
 /// The observer of a learning run.

@@ -28,10 +28,11 @@ use crate::runtime::{Result, bail};
 use crate::trace::{TraceOptions, attach, attach_options, tracer_pid};
 use paddock_policy::{AbsPathBuf, SpawnPlan};
 
-use crate::runtime::strace::{Observer, Ran, Reader, Run, Violations};
+use crate::runtime::itemized::{Ran, Run};
 use crate::runtime::supervise::{
     RunOptions, RunOutcome, pidfd_kill, pidfd_open, run_plan_attached,
 };
+use crate::runtime::trace_log::{Observer, Reader, Violations};
 
 /// How long strace may take to attach.
 const ATTACH_LIMIT: Duration = Duration::from_secs(3);

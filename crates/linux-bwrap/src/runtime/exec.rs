@@ -1,6 +1,6 @@
 //! The one place that turns a [`SpawnPlan`] into a process.
 //!
-//! It creates the plan's placeholders ([`crate::runtime::placeholders`]), puts each payload in a memfd
+//! It creates the plan's placeholders ([`crate::runtime::runtime_dir::placeholders`]), puts each payload in a memfd
 //! at the descriptor number the plan names, hands the read end of the signal pipe to the
 //! child, marks every other descriptor close-on-exec (FSR-06, ENV-03: no descriptor the
 //! runner inherited reaches the sandbox), clears the environment down to the plan's, and
@@ -25,8 +25,7 @@ use crate::observe_fs::ObserverMount;
 use crate::runtime::{Result, bail};
 use paddock_policy::{AbsPathBuf, SpawnPlan};
 
-use crate::runtime::placeholders::Placeholders;
-use crate::runtime::prespawn::Prespawned;
+use crate::runtime::runtime_dir::placeholders::Placeholders;
 
 /// The byte the supervisor sends up the signal channel once the task has started.
 pub const STARTED: u8 = crate::supervisor::STARTED;
@@ -114,6 +113,18 @@ impl SpawnedChild {
     }
 }
 
+/// A sandbox's process started before its plan existed, waiting for it
+/// ([`crate::runtime::prespawn::Prespawned`]): a spawn that it fits completes it instead of
+/// starting one. A trait, so that this module, the one that spawns, does not depend on how
+/// such a process was started.
+pub trait Waiting: std::fmt::Debug + Send {
+    /// Whether it can run `plan` with `output`; `simple` when the spawn hands nothing else
+    /// (no tracer's descriptors, no inherited channels, no observer).
+    fn fits(&self, plan: &SpawnPlan, output: Output, simple: bool) -> bool;
+    /// Hands it `plan`: the child and the runner's end of its signal channel.
+    fn complete(self: Box<Self>, plan: &SpawnPlan) -> Result<(SpawnedChild, Option<UnixStream>)>;
+}
+
 /// Where one of the child's standard streams goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stream {
@@ -176,7 +187,7 @@ pub fn spawn_with(
     extra: Vec<(OwnedFd, RawFd)>,
     inherit: &[(Arc<OwnedFd>, RawFd)],
     observer: Option<&ObserverMount>,
-    prespawned: Option<Prespawned>,
+    prespawned: Option<Box<dyn Waiting>>,
 ) -> Result<Spawned> {
     let fits = prespawned.as_ref().is_some_and(|pre| {
         pre.fits(plan, output, extra.is_empty() && inherit.is_empty() && observer.is_none())

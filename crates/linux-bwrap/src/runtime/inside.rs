@@ -21,8 +21,9 @@ use crate::shim::signal_scoping_available;
 use crate::trace::{TraceOptions, inside};
 use paddock_strace_parse::{Event, EventKind};
 
-use crate::runtime::strace::{Observer, Ran, Reader, Run, Violations};
+use crate::runtime::itemized::{Ran, Run};
 use crate::runtime::supervise::run_plan_with;
+use crate::runtime::trace_log::{Observer, Reader, Violations};
 
 /// Runs `plan` with strace inside the sandbox. `None`: the task did not run (the kernel
 /// cannot scope signals, or strace failed before running the shim: then a note is

@@ -8,7 +8,7 @@
 //!   calls, `connect` and `socket(AF_UNIX)` inside the sandbox and sends a record up the
 //!   record pipe for each one the walls will refuse.
 //!
-//! Both produce [`Violation`]s of the same shape as the strace path (`crate::runtime::strace`), filtered
+//! Both produce [`Violation`]s of the same shape as the strace path (`crate::runtime::trace_log`), filtered
 //! by the same [`ReportFilter`]. The mounts, the network namespace and the seccomp filter stay
 //! the walls: except for `socket(AF_UNIX)` (which the supervisor refuses after recording it,
 //! failing closed if it cannot), the observers only watch.
@@ -33,7 +33,7 @@ use paddock_policy::{
 };
 
 use crate::runtime::classify::sandbox_owned;
-use crate::runtime::strace::Ran;
+use crate::runtime::itemized::Ran;
 use crate::runtime::supervise::RunOptions;
 
 /// The name a report gives this mechanism (`"itemized_by"`).

@@ -120,7 +120,7 @@ impl Prespawned {
         self.child.is_some()
     }
 
-    pub fn fits(&self, plan: &SpawnPlan, output: Output, simple: bool) -> bool {
+    fn fits_plan(&self, plan: &SpawnPlan, output: Output, simple: bool) -> bool {
         let descriptors = plan
             .payloads
             .iter()
@@ -138,7 +138,7 @@ impl Prespawned {
 
     /// Writes `plan`'s payloads into the memfds, then its arguments into the pipe and closes
     /// it: bwrap goes on. Returns the child and the runner's end of the signal channel.
-    pub fn complete(mut self, plan: &SpawnPlan) -> Result<(SpawnedChild, Option<UnixStream>)> {
+    fn complete_plan(mut self, plan: &SpawnPlan) -> Result<(SpawnedChild, Option<UnixStream>)> {
         if !self.started() {
             bail!("{} did not start", self.program);
         }
@@ -418,6 +418,16 @@ fn spawn_elsewhere(
     drop(moved);
     let starting = spawned.context("clone")?;
     Ok((starting, others.map(|_| before)))
+}
+
+impl crate::runtime::exec::Waiting for Prespawned {
+    fn fits(&self, plan: &SpawnPlan, output: Output, simple: bool) -> bool {
+        self.fits_plan(plan, output, simple)
+    }
+
+    fn complete(self: Box<Self>, plan: &SpawnPlan) -> Result<(SpawnedChild, Option<UnixStream>)> {
+        self.complete_plan(plan)
+    }
 }
 
 /// Where a run's prespawned bwrap waits for the spawn that uses it (the first one that fits).

@@ -59,8 +59,8 @@ pub fn depth_names(policy: &Policy) -> Vec<OsString> {
 
 /// Where the walk's records are kept between runs.
 fn cache_file(root: &Path) -> Option<PathBuf> {
-    Some(crate::runtime::walk_cache::file_for(
-        &crate::runtime::runtime_dir::base().join(crate::runtime::walk_cache::WALKS_DIR),
+    Some(crate::runtime::walk::cache::file_for(
+        &crate::runtime::runtime_dir::base().join(crate::runtime::walk::cache::WALKS_DIR),
         root,
     ))
 }

@@ -7,6 +7,9 @@
 //! take: a live run holds its lock, and pid liveness lies across pid namespaces (DESIGN
 //! decision 6).
 
+pub mod placeholders;
+pub mod spares;
+
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -15,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use paddock_policy::AbsPathBuf;
 
-use crate::runtime::spares::{Spares, Stamp};
+use crate::runtime::runtime_dir::spares::{Spares, Stamp};
 
 /// The lock file's name.
 pub const LOCK_FILE: &str = "lock";
@@ -114,7 +117,8 @@ pub const POOL_DIR: &str = "pool";
 
 /// What a pooled runtime dir holds: its lock file, and the last manifest as the next one's
 /// aside file.
-const POOLED_FILES: [&str; 2] = [LOCK_FILE, crate::runtime::placeholders::MANIFEST_ASIDE];
+const POOLED_FILES: [&str; 2] =
+    [LOCK_FILE, crate::runtime::runtime_dir::placeholders::MANIFEST_ASIDE];
 
 /// How many released runtime dirs the pool keeps; more are removed.
 const POOL_SIZE: usize = 4;
@@ -126,8 +130,8 @@ impl RuntimeDir {
     fn pool(&self) -> bool {
         let dir = self.path.as_path();
         // The manifest waits as the next run's aside file (see `placeholders`).
-        let manifest = dir.join(crate::runtime::placeholders::PLACEHOLDER_MANIFEST);
-        let aside = dir.join(crate::runtime::placeholders::MANIFEST_ASIDE);
+        let manifest = dir.join(crate::runtime::runtime_dir::placeholders::PLACEHOLDER_MANIFEST);
+        let aside = dir.join(crate::runtime::runtime_dir::placeholders::MANIFEST_ASIDE);
         if std::fs::rename(&manifest, &aside).is_err() && manifest.exists() {
             return false;
         }
@@ -156,7 +160,7 @@ impl RuntimeDir {
         let full = std::fs::read_dir(&pool).map_or(true, |e| e.count() >= POOL_SIZE);
         !full
             && random_name().is_ok_and(|name| {
-                crate::runtime::spares::rename_noreplace(dir, &pool.join(name)).is_ok()
+                crate::runtime::runtime_dir::spares::rename_noreplace(dir, &pool.join(name)).is_ok()
             })
     }
 }
@@ -167,7 +171,7 @@ impl RuntimeDir {
 /// and the next is tried.
 fn take_pooled(base: &Path, staging: &Path) -> Option<File> {
     for entry in std::fs::read_dir(base.join(POOL_DIR)).ok()?.flatten() {
-        if crate::runtime::spares::rename_noreplace(&entry.path(), staging).is_err() {
+        if crate::runtime::runtime_dir::spares::rename_noreplace(&entry.path(), staging).is_err() {
             continue;
         }
         let mut has_lock = false;
@@ -240,8 +244,8 @@ fn foreign_placeholders_sweeping(base: &Path, own: Option<&Path>, sweep: bool) -
         // A leftover list's placeholders wait for the runs that bind them: their makers are
         // gone, and so are the manifests that listed them.
         if entry.file_name().as_encoded_bytes().starts_with(LEFTOVER_PREFIX.as_bytes()) {
-            let listed =
-                std::fs::read(&path).map(|b| crate::runtime::placeholders::parse_manifest(&b));
+            let listed = std::fs::read(&path)
+                .map(|b| crate::runtime::runtime_dir::placeholders::parse_manifest(&b));
             foreign.extend(listed.unwrap_or_default().into_iter().map(|(p, _)| p));
             continue;
         }
@@ -249,7 +253,9 @@ fn foreign_placeholders_sweeping(base: &Path, own: Option<&Path>, sweep: bool) -
             RunState::Gone if sweep => sweep_one(&path),
             RunState::Alive => {
                 foreign.extend(
-                    crate::runtime::placeholders::read_manifest(&path).into_iter().map(|(p, _)| p),
+                    crate::runtime::runtime_dir::placeholders::read_manifest(&path)
+                        .into_iter()
+                        .map(|(p, _)| p),
                 );
             }
             RunState::Gone | RunState::Other => {}
@@ -288,10 +294,11 @@ pub fn resolve_settled<T, E>(
 const SETTLE_TRIES: usize = 4;
 
 fn sweep_one(path: &Path) {
-    let listed: Vec<(PathBuf, bool, Stamp)> = crate::runtime::placeholders::read_manifest(path)
-        .into_iter()
-        .map(|(p, dir)| (p, dir, Stamp::ANY))
-        .collect();
+    let listed: Vec<(PathBuf, bool, Stamp)> =
+        crate::runtime::runtime_dir::placeholders::read_manifest(path)
+            .into_iter()
+            .map(|(p, dir)| (p, dir, Stamp::ANY))
+            .collect();
     release_placeholders(&listed, None, &mut Spares::none());
     let _ = std::fs::remove_dir_all(path);
 }
@@ -310,9 +317,9 @@ enum RunState {
 }
 
 fn run_state(entry: &std::fs::DirEntry) -> RunState {
-    if entry.file_name() == crate::runtime::spares::SPARES_DIR
+    if entry.file_name() == crate::runtime::runtime_dir::spares::SPARES_DIR
         || entry.file_name() == POOL_DIR
-        || entry.file_name() == crate::runtime::walk_cache::WALKS_DIR
+        || entry.file_name() == crate::runtime::walk::cache::WALKS_DIR
     {
         return RunState::Other;
     }
@@ -346,7 +353,8 @@ impl RuntimeDir {
     /// sandbox is gone, and a run may spawn more than once (a fallback to another itemizer).
     /// Returns the record, for [`supervise::RunOptions::uses`](crate::runtime::supervise::RunOptions::uses).
     pub fn record_uses<'a>(&self, paths: impl Iterator<Item = &'a Path>) -> io::Result<Vec<u8>> {
-        let text = crate::runtime::placeholders::manifest_bytes(paths.map(|p| (p, false)));
+        let text =
+            crate::runtime::runtime_dir::placeholders::manifest_bytes(paths.map(|p| (p, false)));
         // Writing does not touch the lock; a reader sees the list once the write returns.
         overwrite(&self.lock, &text)?;
         Ok(text)
@@ -420,7 +428,7 @@ fn scan(own: Option<&Path>) -> Scan {
             out.live += 1;
             if let Ok(bytes) = std::fs::read(path.join(LOCK_FILE)) {
                 out.used.extend(
-                    crate::runtime::placeholders::parse_manifest(&bytes)
+                    crate::runtime::runtime_dir::placeholders::parse_manifest(&bytes)
                         .into_iter()
                         .map(|(p, _)| p),
                 );
@@ -469,7 +477,7 @@ pub fn release_placeholders(
     // The lists of runs that released before: removed once none of their users lives.
     for path in first.leftovers {
         let listed = std::fs::read(&path)
-            .map(|b| crate::runtime::placeholders::parse_manifest(&b))
+            .map(|b| crate::runtime::runtime_dir::placeholders::parse_manifest(&b))
             .unwrap_or_default();
         if listed.iter().any(|(p, _)| first.used.contains(p)) {
             continue;
@@ -478,7 +486,7 @@ pub fn release_placeholders(
             .iter()
             .rev()
             .filter(|(p, dir)| {
-                !crate::runtime::placeholders::remove_placeholder(p, *dir, Stamp::ANY)
+                !crate::runtime::runtime_dir::placeholders::remove_placeholder(p, *dir, Stamp::ANY)
             })
             .map(|(p, dir)| (p.clone(), *dir, Stamp::ANY))
             .collect();
@@ -510,14 +518,14 @@ fn remove_all<'a>(
 ) -> Vec<&'a (PathBuf, bool, Stamp)> {
     for (path, _, stamp) in list.iter().filter(|e| !e.1) {
         if !spares.keep(path, false, *stamp) {
-            crate::runtime::placeholders::remove_placeholder(path, false, *stamp);
+            crate::runtime::runtime_dir::placeholders::remove_placeholder(path, false, *stamp);
         }
     }
     let mut dirs: Vec<&(PathBuf, bool, Stamp)> = list.iter().copied().filter(|e| e.1).collect();
     dirs.sort_by_key(|e| std::cmp::Reverse(e.0.components().count()));
     dirs.retain(|(path, _, stamp)| {
         !spares.keep(path, true, *stamp)
-            && !crate::runtime::placeholders::remove_placeholder(path, true, *stamp)
+            && !crate::runtime::runtime_dir::placeholders::remove_placeholder(path, true, *stamp)
     });
     dirs
 }
@@ -525,7 +533,7 @@ fn remove_all<'a>(
 fn write_leftover(list: &[(PathBuf, bool, Stamp)]) {
     let Ok(name) = random_name() else { return };
     let path = base().join(format!("{LEFTOVER_PREFIX}{name}"));
-    let text = crate::runtime::placeholders::manifest_bytes(
+    let text = crate::runtime::runtime_dir::placeholders::manifest_bytes(
         list.iter().map(|(p, dir, _)| (p.as_path(), *dir)),
     );
     let _ = std::fs::OpenOptions::new()
@@ -627,10 +635,11 @@ mod tests {
         let dir = run.path().as_path();
         let read = || {
             let bytes = std::fs::read(dir.join(LOCK_FILE)).unwrap();
-            let paths: Vec<PathBuf> = crate::runtime::placeholders::parse_manifest(&bytes)
-                .into_iter()
-                .map(|(p, _)| p)
-                .collect();
+            let paths: Vec<PathBuf> =
+                crate::runtime::runtime_dir::placeholders::parse_manifest(&bytes)
+                    .into_iter()
+                    .map(|(p, _)| p)
+                    .collect();
             (paths, bytes.len())
         };
         let (long, short) = (Path::new("/p/a-long-protected-name"), Path::new("/p/b"));
@@ -663,7 +672,7 @@ mod tests {
             .flatten()
             .filter(|e| e.file_name().as_encoded_bytes().starts_with(LEFTOVER_PREFIX.as_bytes()))
             .filter_map(|e| std::fs::read(e.path()).ok())
-            .flat_map(|b| crate::runtime::placeholders::parse_manifest(&b))
+            .flat_map(|b| crate::runtime::runtime_dir::placeholders::parse_manifest(&b))
             .any(|(p, _)| p == ghost);
         assert!(!leftovers, "a leftover entry outlived its placeholder");
     }
@@ -681,7 +690,7 @@ mod tests {
         std::fs::write(path.join("tmp/left-by-the-task"), "x").unwrap();
         std::fs::write(path.join("bridge.sock"), "").unwrap();
         std::fs::write(
-            path.join(crate::runtime::placeholders::PLACEHOLDER_MANIFEST),
+            path.join(crate::runtime::runtime_dir::placeholders::PLACEHOLDER_MANIFEST),
             "f /p/.bashrc\0",
         )
         .unwrap();
@@ -696,11 +705,14 @@ mod tests {
         kept.sort();
         assert_eq!(
             kept,
-            [crate::runtime::placeholders::MANIFEST_ASIDE, LOCK_FILE],
+            [crate::runtime::runtime_dir::placeholders::MANIFEST_ASIDE, LOCK_FILE],
             "the lock file stays, the manifest waits aside"
         );
         let uses = std::fs::read(pooled[0].join(LOCK_FILE)).unwrap();
-        assert!(crate::runtime::placeholders::parse_manifest(&uses).is_empty(), "uses cleared");
+        assert!(
+            crate::runtime::runtime_dir::placeholders::parse_manifest(&uses).is_empty(),
+            "uses cleared"
+        );
         // A sweep leaves the pool alone.
         sweep_stale(None);
         assert!(pooled[0].exists());
@@ -750,7 +762,7 @@ mod tests {
             dir: true,
         };
         std::fs::write(
-            dead.join(crate::runtime::placeholders::PLACEHOLDER_MANIFEST),
+            dead.join(crate::runtime::runtime_dir::placeholders::PLACEHOLDER_MANIFEST),
             [b"d ".as_slice(), p.path.as_os_str().as_encoded_bytes(), b"\0"].concat(),
         )
         .unwrap();
@@ -773,12 +785,14 @@ mod tests {
         let got = resolve_settled(own, Vec::new(), |foreign| {
             if seen.is_empty() {
                 // Another run lists (then makes) a placeholder while this one resolves.
-                let text = crate::runtime::placeholders::manifest_bytes(std::iter::once((
-                    made.as_path(),
-                    true,
-                )));
+                let text = crate::runtime::runtime_dir::placeholders::manifest_bytes(
+                    std::iter::once((made.as_path(), true)),
+                );
                 std::fs::write(
-                    other.path().as_path().join(crate::runtime::placeholders::PLACEHOLDER_MANIFEST),
+                    other
+                        .path()
+                        .as_path()
+                        .join(crate::runtime::runtime_dir::placeholders::PLACEHOLDER_MANIFEST),
                     text,
                 )
                 .unwrap();

@@ -184,7 +184,7 @@ fn run_plan_full(
         extra,
         &opts.inherit,
         observer,
-        opts.prespawned.take(),
+        opts.prespawned.take().map(|p| Box::new(p) as Box<dyn exec::Waiting>),
     )?;
     let pid = spawned.child.pid;
     let pidfd = pidfd_open(pid).context("pidfd_open")?;

@@ -12,16 +12,15 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use paddock_policy::{
-    AbsPathBuf, Backend, HostFacts, ItemizeMode, ResolvedPolicy, SpawnPlan, Task, Violation,
+    AbsPathBuf, Backend, HostFacts, ItemizeMode, ResolvedPolicy, Task, Violation,
 };
 
 use crate::error::Context;
 use crate::runtime::exec::Output;
-use crate::runtime::observe::Mechanism;
+use crate::runtime::itemized::Ran;
 use crate::runtime::prespawn::{PrespawnSlot, Prespawned};
 use crate::runtime::project_walk::Scanned;
 use crate::runtime::runtime_dir::RuntimeDir;
-use crate::runtime::strace::Ran;
 use crate::runtime::supervise::{Control, Notes, RunOptions, RunOutcome};
 use crate::runtime::{Result, Toggles, bail};
 
@@ -162,7 +161,14 @@ pub fn run<E: From<crate::Error>>(
         notes.push(format!("note: {note}"));
     }
     let links = crate::runtime::links::ProtectedLinks::record(&loaded.resolved);
-    let ran = itemized(mechanism, &plan, &loaded, &task, facts, &opts, &runtime);
+    let run = crate::runtime::itemized::Run {
+        plan: &plan,
+        policy: &loaded.resolved,
+        cwd: &loaded.cwd,
+        opts: &opts,
+        runtime_dir: Some(runtime.path().as_path()),
+    };
+    let ran = crate::runtime::itemize::run(mechanism, run, &task, facts);
     // Whatever happened, the host ends stop with the task.
     let proxied = bridges.has_proxy();
     let (refused, reasons) = bridges.stop(&loaded.resolved);
@@ -209,47 +215,4 @@ fn task(
         runtime_dir: runtime_dir.clone(),
         observe,
     })
-}
-
-/// Runs the plan itemized by `mechanism`: the one dispatcher of the itemizers. The
-/// observers are one strategy; when they cannot start, the task runs once, planned again
-/// without them, itemized by strace if it is here ([`crate::runtime::strace::run`] picks
-/// among strace's own strategies).
-fn itemized(
-    mechanism: Mechanism,
-    plan: &SpawnPlan,
-    loaded: &Resolution,
-    task: &Task,
-    facts: &HostFacts,
-    opts: &RunOptions,
-    runtime: &RuntimeDir,
-) -> Result<Ran> {
-    use std::borrow::Cow;
-    let dir = Some(runtime.path().as_path());
-    let (plan, trace) = match mechanism {
-        Mechanism::Observe => {
-            if let Some(ran) = crate::runtime::observe::run(plan, &loaded.resolved, opts, dir)? {
-                return Ok(ran);
-            }
-            // What `auto` picks on a host without the observers.
-            let (trace, _) = crate::runtime::strace::choose(ItemizeMode::Auto, facts);
-            opts.notes.push(if trace.is_some() {
-                "note: itemizing with strace instead"
-            } else {
-                "note: denials are enforced but not itemized"
-            });
-            let task = Task { observe: false, ..task.clone() };
-            (Cow::Owned(crate::LinuxBwrap.plan(&loaded.resolved, &task, facts)?), trace)
-        }
-        Mechanism::Strace(o) => (Cow::Borrowed(plan), Some(o)),
-        Mechanism::Off => (Cow::Borrowed(plan), None),
-    };
-    let run = crate::runtime::strace::Run {
-        plan: &plan,
-        policy: &loaded.resolved,
-        cwd: &loaded.cwd,
-        opts,
-        runtime_dir: dir,
-    };
-    crate::runtime::strace::run(run, trace.as_ref())
 }

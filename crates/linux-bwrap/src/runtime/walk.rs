@@ -16,6 +16,8 @@
 //! within [`RACY_SECS`] of the walk is not trusted (coarse timestamps): that directory is
 //! listed again next time.
 
+pub mod cache;
+
 use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
@@ -27,7 +29,6 @@ use std::sync::{Arc, Mutex};
 use paddock_policy::FileKind;
 
 use crate::runtime::host::kind_of;
-use crate::runtime::walk_cache;
 
 /// The most entries one walk visits; a larger project is walked this far, with a note.
 pub const MAX_ENTRIES: usize = 2_000_000;
@@ -95,7 +96,7 @@ impl Names {
     pub fn digest(&self) -> u64 {
         let mut sorted: Vec<&OsString> = self.set.iter().collect();
         sorted.sort();
-        let mut h = walk_cache::Fnv::new();
+        let mut h = cache::Fnv::new();
         for n in sorted {
             h.write(n.as_bytes());
             h.write(&[0]);
@@ -164,7 +165,7 @@ pub fn walk(root: &Path, names: &Names, cache: Option<&Path>) -> Walk {
 fn walk_at(root: &Path, names: &Names, cache: Option<&Path>, now: i64) -> Walk {
     let digest = names.digest();
     let root_bytes = root.as_os_str().as_bytes();
-    let cached = cache.and_then(|c| walk_cache::read(c, root_bytes, digest));
+    let cached = cache.and_then(|c| cache::read(c, root_bytes, digest));
     let cache_read = cached.is_some();
     let budget = AtomicUsize::new(0);
     let (mut records, listed, truncated, changed) = match cached {
@@ -183,7 +184,7 @@ fn walk_at(root: &Path, names: &Names, cache: Option<&Path>, now: i64) -> Walk {
         && !truncated
         && (changed || listed > REWRITE_AFTER)
     {
-        walk_cache::write(c, root_bytes, digest, &records);
+        cache::write(c, root_bytes, digest, &records);
     }
     let mut hits: Vec<Hit> = records
         .iter()

@@ -3,7 +3,7 @@
 //! that lists them in the runtime dir for a sweep after a `kill -9`.
 //!
 //! Each is made without following links and removed only if still the empty one this run
-//! made; with spares ([`crate::runtime::spares`]) it is renamed in and out instead. A placeholder
+//! made; with spares ([`crate::runtime::runtime_dir::spares`]) it is renamed in and out instead. A placeholder
 //! another live run binds is left for the last run out ([`crate::runtime::runtime_dir`]).
 
 use std::io::Write;
@@ -15,7 +15,7 @@ use crate::error::Context;
 use crate::runtime::Result;
 use paddock_policy::Placeholder;
 
-use crate::runtime::spares::{Spares, Stamp};
+use crate::runtime::runtime_dir::spares::{Spares, Stamp};
 
 /// File name of the placeholder manifest inside a runtime dir.
 pub const PLACEHOLDER_MANIFEST: &str = "placeholders";
