@@ -8,7 +8,7 @@
 //!   sockets are granted by path (the shim strace runs does not install the supervisor's
 //!   notification filter) or the caller turned it off; without `--seccomp-bpf`: strace
 //!   attached to the supervisor. Either falls back to strace around bwrap.
-//! - [`Mechanism::Off`]: untraced.
+//! - `Mechanism::Off`: untraced.
 
 use std::borrow::Cow;
 
