@@ -414,3 +414,32 @@ impl Inner {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shareable<T: Send + Sync + Clone + 'static>() {}
+    fn sendable<T: Send + 'static>() {}
+
+    #[test]
+    fn a_sandbox_is_shared_between_threads_and_a_child_moves_to_one() {
+        shareable::<Sandbox>();
+        shareable::<crate::Handle>();
+        shareable::<SharedProxy>();
+        sendable::<Child>();
+        sendable::<crate::Error>();
+    }
+
+    #[test]
+    fn a_bad_config_fails_the_build_naming_the_key() {
+        let dir = std::env::temp_dir();
+        let err =
+            Sandbox::builder(&dir).policy_toml("[allow]\nnetwork = \"sometimes\"\n").unwrap_err();
+        let crate::Error::Config(e) = &err else { panic!("{err:?}") };
+        assert!(e.to_string().contains("allow.network"), "{e}");
+        let err = Sandbox::builder(&dir).config_file("/nonexistent/paddock.toml").unwrap_err();
+        assert!(matches!(err, crate::Error::ConfigFile { .. }), "{err:?}");
+        assert!(err.to_string().contains("/nonexistent/paddock.toml"), "{err}");
+    }
+}

@@ -310,8 +310,8 @@ fn prespawns(mode: Option<paddock_policy::ItemizeMode>) -> bool {
 pub type Prespawned = paddock_linux_bwrap::runtime::prespawn::Prespawned;
 
 /// Starts bwrap from the raw command line, before clap has parsed it (0.1-0.2 ms sooner),
-/// when it is a `paddock run` that prespawns ([`prespawns`]): `--itemize MODE` (or
-/// `--itemize=MODE`) before `--`, else `PADDOCK_ITEMIZE`. A guess only: [`prespawn_for`]
+/// when it is a `paddock run` that prespawns (`prespawns`): `--itemize MODE` (or
+/// `--itemize=MODE`) before `--`, else `PADDOCK_ITEMIZE`. A guess only: `prespawn_for`
 /// decides from the parsed arguments and kills it when it guessed wrong (the bwrap waiting
 /// for its setup never sees any).
 #[cfg(target_os = "linux")]
