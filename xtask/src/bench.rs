@@ -1,4 +1,5 @@
 //! `cargo xtask bench spawn`: whole-process timing of `paddock run -- true` against the
+//! simplest bubblewrap sandbox a user would write instead ([`SIMPLEST_BWRAP`]), the
 //! equivalent bare `bwrap` invocation (the same mount arguments, taken from the plan) and
 //! bare `true`, median of many interleaved rounds, printed as ratios. `bench unix-socket`:
 //! a connect to a unix socket granted by path against a plain one ([`unix_socket`]).
@@ -17,6 +18,24 @@ mod unix_socket;
 /// Rounds of `bench spawn`: on a virtual machine whose CPUs are shared, medians of 80 moved
 /// by 0.05x between runs a minute apart; 200 take about 15 s.
 const RUNS: usize = 200;
+
+/// The simplest bubblewrap sandbox: what a user would pick instead of paddock.
+pub const SIMPLEST_BWRAP: &[&str] = &[
+    "--ro-bind",
+    "/",
+    "/",
+    "--dev",
+    "/dev",
+    "--proc",
+    "/proc",
+    "--tmpfs",
+    "/tmp",
+    "--unshare-all",
+    "--die-with-parent",
+    "--new-session",
+    "--",
+    "/bin/true",
+];
 
 /// Dispatches `bench NAME`.
 pub fn run_bench(root: &Path, name: Option<&str>) -> Result<()> {
@@ -202,6 +221,11 @@ fn spawn(root: &Path) -> Result<()> {
             &mut || Command::new("/bin/true"),
             &mut || {
                 let mut c = Command::new(&bwrap);
+                c.args(SIMPLEST_BWRAP);
+                c
+            },
+            &mut || {
+                let mut c = Command::new(&bwrap);
                 c.args(&bwrap_args).current_dir(&baseline);
                 c
             },
@@ -231,11 +255,12 @@ fn spawn(root: &Path) -> Result<()> {
     for path in made.iter().rev() {
         let _ = std::fs::remove_dir(path).or_else(|_| std::fs::remove_file(path));
     }
-    let [bare, bare_bwrap, ours, observed] = medians?[..] else {
+    let [bare, simplest, bare_bwrap, ours, observed] = medians?[..] else {
         bail!("one median per configuration expected");
     };
     println!("bench spawn, median of {RUNS} interleaved rounds:");
     println!("  bare true:          {bare:>10.2?}");
+    println!("  simplest bwrap sandbox:   {simplest:>10.2?}");
     println!("  bare bwrap (same mounts): {bare_bwrap:>10.2?}");
     println!("  paddock run --itemize off: {ours:>10.2?}");
     println!("  paddock run (default: itemized): {observed:>10.2?}");
@@ -246,6 +271,14 @@ fn spawn(root: &Path) -> Result<()> {
     println!(
         "  ratio paddock itemized / bare bwrap:      {:.2}x",
         observed.as_secs_f64() / bare_bwrap.as_secs_f64()
+    );
+    println!(
+        "  ratio paddock --itemize off / simplest bwrap: {:.2}x",
+        ours.as_secs_f64() / simplest.as_secs_f64()
+    );
+    println!(
+        "  ratio paddock itemized / simplest bwrap:      {:.2}x",
+        observed.as_secs_f64() / simplest.as_secs_f64()
     );
     println!("  ratio paddock / bare true:  {:.1}x", ours.as_secs_f64() / bare.as_secs_f64());
     Ok(())
