@@ -102,7 +102,9 @@ fn run() -> u8 {
     };
     let signals = match &cli.command {
         #[cfg(target_os = "linux")]
-        paddock::cli::args::Command::Run(_) => signals::catch(),
+        paddock::cli::args::Command::Run(_) | paddock::cli::args::Command::Learn(_) => {
+            signals::catch()
+        }
         _ => None,
     };
     let start = paddock::cli::commands::Start {
@@ -130,7 +132,7 @@ fn run() -> u8 {
     }
 }
 
-/// The signal handlers of `paddock run`: the process's, so the binary's, never the
+/// The signal handlers of `paddock run` and `paddock learn`: the process's, so the binary's, never the
 /// library's. (Tasks run on Linux only, for now.)
 #[cfg(target_os = "linux")]
 mod signals {

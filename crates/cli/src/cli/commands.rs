@@ -414,7 +414,11 @@ pub fn run(args: &RunArgs, start: Start) -> Result<u8> {
         eprintln!("paddock: {line}");
     }
     if let Some(pipe) = start.signals {
-        forward_signals(pipe, child.handle()).context("cannot forward signals to the task")?;
+        let handle = child.handle();
+        forward_signals(pipe, move |sig| {
+            let _ = handle.signal(sig);
+        })
+        .context("cannot forward signals to the task")?;
     }
     let report = child.wait()?;
     for line in report.notes.iter().skip(printed.len()).chain(&report.summary) {
@@ -441,7 +445,10 @@ pub fn run(args: &RunArgs, start: Start) -> Result<u8> {
 
 /// Reads the binary's signal pipe and passes each signal on to the task, politely, until
 /// the pipe's write end closes with the process. The thread is left to end with it.
-fn forward_signals(pipe: std::os::fd::OwnedFd, child: crate::Handle) -> std::io::Result<()> {
+pub fn forward_signals(
+    pipe: std::os::fd::OwnedFd,
+    signal: impl Fn(i32) + Send + 'static,
+) -> std::io::Result<()> {
     use std::io::Read;
     let mut pipe = std::fs::File::from(pipe);
     std::thread::Builder::new().name("paddock-signals".into()).spawn(move || {
@@ -451,7 +458,7 @@ fn forward_signals(pipe: std::os::fd::OwnedFd, child: crate::Handle) -> std::io:
                 break;
             }
             for sig in &buf[..n] {
-                let _ = child.signal(i32::from(*sig));
+                signal(i32::from(*sig));
             }
         }
     })?;
@@ -465,7 +472,7 @@ pub fn dispatch(cli: &crate::cli::args::Cli, start: Start) -> Result<u8> {
         crate::cli::args::Command::Plan(a) => plan(a),
         crate::cli::args::Command::Check(a) => check(a),
         #[cfg(target_os = "linux")]
-        crate::cli::args::Command::Learn(a) => crate::cli::learn::learn(a),
+        crate::cli::args::Command::Learn(a) => crate::cli::learn::learn(a, start.signals),
         #[cfg(not(target_os = "linux"))]
         crate::cli::args::Command::Learn(_) => {
             bail!("`paddock learn` needs strace and runs on Linux")

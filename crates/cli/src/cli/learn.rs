@@ -98,7 +98,8 @@ impl Observer for Learner {
 }
 
 /// `paddock learn`.
-pub fn learn(args: &LearnArgs) -> Result<u8> {
+/// `signals` is the binary's signal pipe: what it catches goes on to the task, politely.
+pub fn learn(args: &LearnArgs, signals: Option<std::os::fd::OwnedFd>) -> Result<u8> {
     // Locked before resolution (see `commands::run`).
     let runtime = paddock_linux_bwrap::runtime::runtime_dir::RuntimeDir::create()
         .context("cannot create the task's runtime directory")?;
@@ -164,6 +165,13 @@ pub fn learn(args: &LearnArgs) -> Result<u8> {
         supervisor_nolibc: facts.supervisor_nolibc_exe.clone(),
         ..RunOptions::new().context("cannot prepare the run")?
     };
+    if let Some(pipe) = signals {
+        let control = opts.control.handle();
+        crate::cli::commands::forward_signals(pipe, move |sig| {
+            let _ = control.signal(sig);
+        })
+        .context("cannot forward signals to the task")?;
+    }
     let dir = Some(runtime.path().as_path());
     // strace attached to the supervisor (bwrap's setup untraced), else strace around bwrap.
     let attached = if crate::cli::commands::toggles_from_env().strace_attach {
