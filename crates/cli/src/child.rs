@@ -205,18 +205,38 @@ fn output_of(f: Finished, notes: Vec<String>) -> Output {
     Output { report, stdout: outcome.stdout, stderr: outcome.stderr }
 }
 
-/// Starts `command` under `sandbox`: the run's thread does everything, from the runtime
-/// dir to the report; this returns once the sandbox's process exists, or with the error
-/// that kept it from existing.
+/// What the `paddock` binary adds to a run: a bwrap started before the command line was
+/// read, its signal pipe as the run's control, and notes printed as they come.
 #[cfg(target_os = "linux")]
-pub(crate) fn spawn(
+#[derive(Default)]
+pub struct Extras {
+    /// A bwrap started early; used when it fits, else killed.
+    pub prespawned: Option<paddock_linux_bwrap::runtime::prespawn::Prespawned>,
+    /// The read and write ends of a pipe the caller's signal handler writes signal numbers
+    /// to: the run takes them as polite signals (see `Control::from_pipe`).
+    pub control_pipe: Option<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)>,
+    /// Handed each note as it comes.
+    pub on_note: Option<std::sync::Arc<dyn Fn(&str) + Send + Sync>>,
+}
+
+#[cfg(target_os = "linux")]
+impl std::fmt::Debug for Extras {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Extras").field("prespawned", &self.prespawned).finish_non_exhaustive()
+    }
+}
+
+/// The request for `command` under `sandbox`, with `control` and `notes`.
+#[cfg(target_os = "linux")]
+fn request(
     sandbox: &Sandbox,
     command: &Command,
     prespawned: Option<paddock_linux_bwrap::runtime::prespawn::Prespawned>,
-) -> Result<Child, Error> {
+    control: Control,
+    notes: Notes,
+) -> Result<paddock_linux_bwrap::runtime::task::Request, Error> {
     use crate::command::StdioKind;
     use paddock_linux_bwrap::runtime::exec::{Output as Streams, Stream};
-    use paddock_linux_bwrap::runtime::task::{Request, run};
 
     let stream = |s: crate::Stdio| match s.0 {
         StdioKind::Inherit => Stream::Inherit,
@@ -231,12 +251,8 @@ pub(crate) fn spawn(
     if command.program.is_empty() {
         return Err(Error::Command { message: "no program to run".into() });
     }
-    let inner = sandbox.inner.clone();
-    let (spawned_tx, spawned_rx) = crossbeam_channel::unbounded();
-    let control = Control::notifying(spawned_tx)?;
-    let handle = control.handle();
-    let notes = Notes::default();
-    let request = Request {
+    let inner = &sandbox.inner;
+    Ok(paddock_linux_bwrap::runtime::task::Request {
         command: std::iter::once(command.program.clone())
             .chain(command.args.iter().cloned())
             .collect(),
@@ -254,13 +270,32 @@ pub(crate) fn spawn(
         grace: inner.grace,
         prespawned,
         control,
-        notes: notes.clone(),
+        notes,
         proxy: inner.proxy.inner.clone(),
-    };
+    })
+}
+
+/// Starts `command` under `sandbox`: the run's thread does everything, from the runtime
+/// dir to the report; this returns once the sandbox's process exists, or with the error
+/// that kept it from existing.
+#[cfg(target_os = "linux")]
+pub(crate) fn spawn(
+    sandbox: &Sandbox,
+    command: &Command,
+    prespawned: Option<paddock_linux_bwrap::runtime::prespawn::Prespawned>,
+) -> Result<Child, Error> {
+    let (spawned_tx, spawned_rx) = crossbeam_channel::unbounded();
+    let control = Control::notifying(spawned_tx)?;
+    let handle = control.handle();
+    let notes = Notes::default();
+    let request = request(sandbox, command, prespawned, control, notes.clone())?;
+    let inner = sandbox.inner.clone();
     let cwd = inner.cwd_of(command.cwd.as_deref());
-    let thread = std::thread::Builder::new()
-        .name("paddock-task".into())
-        .spawn(move || run(request, &inner.facts, |foreign| inner.resolve(&cwd, foreign)))?;
+    let thread = std::thread::Builder::new().name("paddock-task".into()).spawn(move || {
+        paddock_linux_bwrap::runtime::task::run(request, &inner.facts, |foreign| {
+            inner.resolve(&cwd, foreign)
+        })
+    })?;
     // The first pid, or the end of a run that never spawned (its sender dropped with it).
     let mut child = Child { pid: 0, control: handle, notes, thread: Some(thread), done: None };
     match spawned_rx.recv() {
@@ -275,6 +310,41 @@ pub(crate) fn spawn(
         }
     }
 }
+
+/// Runs `command` under `sandbox` to its end on this thread.
+#[cfg(target_os = "linux")]
+pub(crate) fn run_here(
+    sandbox: &Sandbox,
+    command: &Command,
+    extras: Extras,
+) -> Result<Output, Error> {
+    let control = match extras.control_pipe {
+        Some((read, write)) => Control::from_pipe(read, write),
+        None => Control::new()?,
+    };
+    let notes = match extras.on_note {
+        Some(echo) => Notes::echoing(echo),
+        None => Notes::default(),
+    };
+    let request = request(sandbox, command, extras.prespawned, control, notes.clone())?;
+    let inner = &sandbox.inner;
+    let cwd = inner.cwd_of(command.cwd.as_deref());
+    let finished = paddock_linux_bwrap::runtime::task::run(request, &inner.facts, |foreign| {
+        inner.resolve(&cwd, foreign)
+    })?;
+    Ok(output_of(finished, notes.take()))
+}
+
+/// On this OS tasks do not run yet.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn run_here(sandbox: &Sandbox, command: &Command, _: Extras) -> Result<Output, Error> {
+    spawn(sandbox, command, None).map(|_| unreachable!())
+}
+
+/// What the binary adds to a run (nothing, on this OS).
+#[cfg(not(target_os = "linux"))]
+#[derive(Debug, Default)]
+pub struct Extras {}
 
 /// On this OS tasks do not run yet.
 #[cfg(not(target_os = "linux"))]

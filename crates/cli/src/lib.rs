@@ -50,7 +50,9 @@
 
 #![deny(missing_docs)]
 
-mod child;
+pub(crate) mod child;
+#[doc(hidden)]
+pub use child::Extras;
 mod command;
 pub mod config;
 mod error;

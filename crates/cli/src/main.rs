@@ -152,15 +152,17 @@ mod signals {
     }
 
     /// SIGINT, SIGTERM and SIGHUP turned into bytes on a pipe, for the rest of the process;
-    /// its read end. A signal ignored when paddock started (`nohup`, a job a shell started
+    /// its read end and a copy of its write end (a run's control takes both). A signal ignored when paddock started (`nohup`, a job a shell started
     /// in the background) stays ignored: by paddock, and so by the task, which inherits the
     /// disposition through every exec.
-    pub fn catch() -> Option<OwnedFd> {
+    pub fn catch() -> Option<(OwnedFd, OwnedFd)> {
         let (read, write) =
             nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
                 .ok()?;
-        // The read end blocks: a thread of `run` waits on it.
-        let _ = nix::fcntl::fcntl(&read, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::empty()));
+        // Close-on-exec like the original, so that no child inherits it.
+        let copy = nix::unistd::dup(&write).ok()?;
+        let _ =
+            nix::fcntl::fcntl(&copy, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC));
         // Kept open for the life of the process: a handler may write to it at any time.
         PIPE.store(write.into_raw_fd(), Ordering::Relaxed);
         for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
@@ -180,6 +182,6 @@ mod signals {
                 libc::sigaction(sig, &act, std::ptr::null_mut());
             }
         }
-        Some(read)
+        Some((read, copy))
     }
 }

@@ -122,16 +122,20 @@ impl Sandbox {
         crate::child::spawn(self, command, None)
     }
 
-    /// [`Sandbox::spawn`] with a bubblewrap started before the command line was read (the
-    /// `paddock` binary's start-up overlap); it is used when it fits, else killed.
+    /// Runs `command` to its end on this thread: what [`Sandbox::spawn`] then
+    /// [`Child::wait_with_output`] give, without a thread of its own.
+    pub fn run(&self, command: &Command) -> Result<crate::Output, Error> {
+        crate::child::run_here(self, command, crate::child::Extras::default())
+    }
+
+    /// [`Sandbox::run`] with what the `paddock` binary adds (see [`crate::child::Extras`]).
     #[doc(hidden)]
-    #[cfg(target_os = "linux")]
-    pub fn spawn_prespawned(
+    pub fn run_with(
         &self,
         command: &Command,
-        prespawned: Option<paddock_linux_bwrap::runtime::prespawn::Prespawned>,
-    ) -> Result<Child, Error> {
-        crate::child::spawn(self, command, prespawned)
+        extras: crate::child::Extras,
+    ) -> Result<crate::Output, Error> {
+        crate::child::run_here(self, command, extras)
     }
 
     /// The project directory.

@@ -271,7 +271,11 @@ fn observes(mode: paddock_policy::ItemizeMode, facts: &HostFacts) -> bool {
 /// is the one started from the raw command line: used when it is the bwrap wanted, else
 /// killed. `None` otherwise, or when it cannot be started (the spawn then says why).
 #[cfg(target_os = "linux")]
-fn prespawn_for(args: &PolicyArgs, early: Option<Prespawned>) -> Option<Prespawned> {
+fn prespawn_for(
+    args: &PolicyArgs,
+    facts: &HostFacts,
+    early: Option<Prespawned>,
+) -> Option<Prespawned> {
     if args.backend == Some(BackendArg::MacosSeatbelt) {
         return None;
     }
@@ -279,7 +283,7 @@ fn prespawn_for(args: &PolicyArgs, early: Option<Prespawned>) -> Option<Prespawn
     if !prespawns(mode) {
         return None;
     }
-    let bwrap = paddock_linux_bwrap::probe::facts().bwrap.and_then(AbsPathBuf::new_lexical)?;
+    let bwrap = facts.bwrap.as_deref().and_then(AbsPathBuf::new_lexical)?;
     match early {
         Some(pre) if pre.program() == &bwrap => Some(pre),
         _ => Prespawned::start(&bwrap).ok(),
@@ -358,8 +362,8 @@ pub struct Start {
     /// A bwrap started from the raw command line.
     #[cfg(target_os = "linux")]
     pub prespawned: Option<Prespawned>,
-    /// The binary's signal pipe.
-    pub signals: Option<std::os::fd::OwnedFd>,
+    /// The binary's signal pipe: its read and write ends.
+    pub signals: Option<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)>,
 }
 
 /// `paddock run`: a thin client of the library.
@@ -370,7 +374,11 @@ pub fn run(args: &RunArgs, start: Start) -> Result<u8> {
         );
     }
     #[cfg(target_os = "linux")]
-    let prespawned = prespawn_for(&args.policy, start.prespawned);
+    // The host's facts once, for the prespawn and the sandbox.
+    #[cfg(target_os = "linux")]
+    let facts = paddock_linux_bwrap::probe::facts();
+    #[cfg(target_os = "linux")]
+    let prespawned = prespawn_for(&args.policy, &facts, start.prespawned);
     let timeout = match args.timeout {
         Some(s) if s.is_finite() && s > 0.0 => Some(Duration::from_secs_f64(s)),
         Some(s) => bail!("--timeout {s}: give a positive number of seconds"),
@@ -385,6 +393,11 @@ pub fn run(args: &RunArgs, start: Start) -> Result<u8> {
         .home(crate::cli::load::home()?)
         .toggles(toggles_from_env())
         .supervise_with_current_exe();
+    #[cfg(target_os = "linux")]
+    if facts.bwrap.is_some() {
+        // Without bubblewrap the builder probes again, for the diagnosis.
+        builder = builder.host_facts(facts);
+    }
     // `--itemize` is in the policy already; the variable overrides the config, not the flag.
     if args.policy.itemize.is_none()
         && let Some(v) = std::env::var_os(ITEMIZE_ENV).filter(|v| !v.is_empty())
@@ -405,23 +418,21 @@ pub fn run(args: &RunArgs, start: Start) -> Result<u8> {
     if let Some(t) = timeout {
         command.timeout(t);
     }
+    // On the calling thread, the binary's signal pipe as the run's control, notes printed
+    // as they come (before the task's own output, most of them).
     #[cfg(target_os = "linux")]
-    let mut child = sandbox.spawn_prespawned(&command, prespawned)?;
+    let extras = crate::Extras {
+        prespawned,
+        control_pipe: start.signals,
+        on_note: Some(std::sync::Arc::new(|line: &str| eprintln!("paddock: {line}"))),
+    };
     #[cfg(not(target_os = "linux"))]
-    let mut child = sandbox.spawn(&command)?;
-    let printed = child.notes();
-    for line in &printed {
-        eprintln!("paddock: {line}");
-    }
-    if let Some(pipe) = start.signals {
-        let handle = child.handle();
-        forward_signals(pipe, move |sig| {
-            let _ = handle.signal(sig);
-        })
-        .context("cannot forward signals to the task")?;
-    }
-    let report = child.wait()?;
-    for line in report.notes.iter().skip(printed.len()).chain(&report.summary) {
+    let extras = {
+        let _ = start;
+        crate::Extras::default()
+    };
+    let report = sandbox.run_with(&command, extras)?.report;
+    for line in &report.summary {
         eprintln!("paddock: {line}");
     }
     if report.timed_out {
@@ -441,28 +452,6 @@ pub fn run(args: &RunArgs, start: Start) -> Result<u8> {
             .with_context(|| format!("cannot write the report {}", path.display()))?;
     }
     Ok(code)
-}
-
-/// Reads the binary's signal pipe and passes each signal on to the task, politely, until
-/// the pipe's write end closes with the process. The thread is left to end with it.
-pub fn forward_signals(
-    pipe: std::os::fd::OwnedFd,
-    signal: impl Fn(i32) + Send + 'static,
-) -> std::io::Result<()> {
-    use std::io::Read;
-    let mut pipe = std::fs::File::from(pipe);
-    std::thread::Builder::new().name("paddock-signals".into()).spawn(move || {
-        let mut buf = [0u8; 16];
-        while let Ok(n) = pipe.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            for sig in &buf[..n] {
-                signal(i32::from(*sig));
-            }
-        }
-    })?;
-    Ok(())
 }
 
 /// Dispatches a parsed command line.

@@ -99,7 +99,10 @@ impl Observer for Learner {
 
 /// `paddock learn`.
 /// `signals` is the binary's signal pipe: what it catches goes on to the task, politely.
-pub fn learn(args: &LearnArgs, signals: Option<std::os::fd::OwnedFd>) -> Result<u8> {
+pub fn learn(
+    args: &LearnArgs,
+    signals: Option<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)>,
+) -> Result<u8> {
     // Locked before resolution (see `commands::run`).
     let runtime = paddock_linux_bwrap::runtime::runtime_dir::RuntimeDir::create()
         .context("cannot create the task's runtime directory")?;
@@ -160,17 +163,13 @@ pub fn learn(args: &LearnArgs, signals: Option<std::os::fd::OwnedFd>) -> Result<
         seen: Learned { preexisting: preexisting.iter().cloned().collect(), ..Learned::default() },
     };
     // No bridges: learning runs on the default policy, network off or on.
-    let opts = RunOptions {
+    let mut opts = RunOptions {
         uses,
         supervisor_nolibc: facts.supervisor_nolibc_exe.clone(),
         ..RunOptions::new().context("cannot prepare the run")?
     };
-    if let Some(pipe) = signals {
-        let control = opts.control.handle();
-        crate::cli::commands::forward_signals(pipe, move |sig| {
-            let _ = control.signal(sig);
-        })
-        .context("cannot forward signals to the task")?;
+    if let Some((read, write)) = signals {
+        opts.control = paddock_linux_bwrap::runtime::supervise::Control::from_pipe(read, write);
     }
     let dir = Some(runtime.path().as_path());
     // strace attached to the supervisor (bwrap's setup untraced), else strace around bwrap.

@@ -489,6 +489,19 @@ impl Control {
         })
     }
 
+    /// A hold on a run over a pipe the caller made: a caller's signal handler writes signal
+    /// numbers to its write end (one byte each, as [`Control::signal`] does) and the run
+    /// takes them as polite signals, with no thread between. Both ends should be
+    /// close-on-exec; the read end may be non-blocking.
+    pub fn from_pipe(read: OwnedFd, write: OwnedFd) -> Control {
+        Control {
+            read: Arc::new(read),
+            write: Arc::new(write),
+            pid: Arc::new(AtomicI32::new(0)),
+            spawned: None,
+        }
+    }
+
     /// [`Control::new`], also telling `spawned` each pid the run spawns.
     pub fn notifying(spawned: crossbeam_channel::Sender<i32>) -> std::io::Result<Control> {
         Ok(Control { spawned: Some(spawned), ..Control::new()? })
@@ -549,31 +562,51 @@ impl Control {
 
 /// What a run has to tell its caller (notes, warnings), gathered as it goes: the library
 /// prints nothing. Each line is a sentence without the `paddock: ` prefix a CLI adds.
-#[derive(Clone, Debug, Default)]
-pub struct Notes(Arc<Mutex<Vec<String>>>);
+#[derive(Clone, Default)]
+pub struct Notes {
+    lines: Arc<Mutex<Vec<String>>>,
+    /// Handed each line as it comes, when the caller wants them at once (a CLI printing
+    /// them before the task's own output).
+    echo: Option<Arc<dyn Fn(&str) + Send + Sync>>,
+}
+
+impl std::fmt::Debug for Notes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Notes").field("lines", &self.lines).finish_non_exhaustive()
+    }
+}
 
 impl Notes {
+    /// Notes that also hand each line to `echo` as it comes.
+    pub fn echoing(echo: Arc<dyn Fn(&str) + Send + Sync>) -> Notes {
+        Notes { lines: Arc::default(), echo: Some(echo) }
+    }
+
     /// Adds a line.
     pub fn push(&self, line: impl Into<String>) {
-        if let Ok(mut lines) = self.0.lock() {
-            lines.push(line.into());
+        let line = line.into();
+        if let Some(echo) = &self.echo {
+            echo(&line);
+        }
+        if let Ok(mut lines) = self.lines.lock() {
+            lines.push(line);
         }
     }
 
     /// The lines gathered so far, leaving none.
     pub fn take(&self) -> Vec<String> {
-        self.0.lock().map(|mut l| std::mem::take(&mut *l)).unwrap_or_default()
+        self.lines.lock().map(|mut l| std::mem::take(&mut *l)).unwrap_or_default()
     }
 
     /// Adds lines.
     pub fn extend(&self, lines: impl IntoIterator<Item = String>) {
-        if let Ok(mut l) = self.0.lock() {
-            l.extend(lines);
+        for line in lines {
+            self.push(line);
         }
     }
 
     /// The lines gathered so far.
     pub fn lines(&self) -> Vec<String> {
-        self.0.lock().map(|l| l.clone()).unwrap_or_default()
+        self.lines.lock().map(|l| l.clone()).unwrap_or_default()
     }
 }
