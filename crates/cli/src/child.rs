@@ -216,7 +216,7 @@ pub struct Extras {
     /// to: the run takes them as polite signals (see `Control::from_pipe`).
     pub control_pipe: Option<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)>,
     /// Handed each note as it comes.
-    pub on_note: Option<std::sync::Arc<dyn Fn(&str) + Send + Sync>>,
+    pub on_note: Option<paddock_linux_bwrap::runtime::supervise::NoteHook>,
 }
 
 #[cfg(target_os = "linux")]

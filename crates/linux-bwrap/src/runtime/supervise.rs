@@ -560,6 +560,9 @@ impl Control {
     }
 }
 
+/// A caller's hook handed each note as it comes.
+pub type NoteHook = Arc<dyn Fn(&str) + Send + Sync>;
+
 /// What a run has to tell its caller (notes, warnings), gathered as it goes: the library
 /// prints nothing. Each line is a sentence without the `paddock: ` prefix a CLI adds.
 #[derive(Clone, Default)]
@@ -567,7 +570,7 @@ pub struct Notes {
     lines: Arc<Mutex<Vec<String>>>,
     /// Handed each line as it comes, when the caller wants them at once (a CLI printing
     /// them before the task's own output).
-    echo: Option<Arc<dyn Fn(&str) + Send + Sync>>,
+    echo: Option<NoteHook>,
 }
 
 impl std::fmt::Debug for Notes {
@@ -578,7 +581,7 @@ impl std::fmt::Debug for Notes {
 
 impl Notes {
     /// Notes that also hand each line to `echo` as it comes.
-    pub fn echoing(echo: Arc<dyn Fn(&str) + Send + Sync>) -> Notes {
+    pub fn echoing(echo: NoteHook) -> Notes {
         Notes { lines: Arc::default(), echo: Some(echo) }
     }
 
