@@ -267,17 +267,17 @@ pub fn has_sys_admin() -> bool {
 
 /// Whether the OS sandbox is here. Skips loudly, or panics when OS tests are required.
 pub fn require_os_sandbox() -> bool {
-    let missing =
-        if !Path::new("/usr/bin/bwrap").exists() && !Path::new("/usr/local/bin/bwrap").exists() {
-            Some("bubblewrap is not installed (apt-get install bubblewrap)".to_owned())
-        } else if !paddock_bin().exists() {
-            Some(format!(
-                "the paddock binary is not built at {} (cargo build -p paddock)",
-                paddock_bin().display()
-            ))
-        } else {
-            None
-        };
+    if !paddock_test_support::require_bubblewrap() {
+        return false;
+    }
+    let missing = if !paddock_bin().exists() {
+        Some(format!(
+            "the paddock binary is not built at {} (cargo build -p paddock)",
+            paddock_bin().display()
+        ))
+    } else {
+        None
+    };
     match missing {
         None => true,
         Some(why) => {

@@ -4,6 +4,7 @@
 
 use std::process::Output;
 
+use paddock_test_support::children_of as children;
 use serde_json::Value;
 
 /// For the suites of strace itself (`paddock learn`).
@@ -253,21 +254,6 @@ fn itemize_off_runs_untraced() {
     assert_ne!(out.status.code(), Some(0));
     assert_eq!(report["itemized"], false);
     assert!(report["violations"].as_array().unwrap().is_empty());
-}
-
-/// The children of `pid`, of every thread (Linux `/proc/PID/task/TID/children`: paddock
-/// supervises each task from a thread of its own).
-fn children(pid: u32) -> Vec<u32> {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten();
-    tasks
-        .flat_map(|t| {
-            std::fs::read_to_string(t.path().join("children"))
-                .unwrap_or_default()
-                .split_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .collect::<Vec<u32>>()
-        })
-        .collect()
 }
 
 fn comm(pid: u32) -> String {

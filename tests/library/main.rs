@@ -31,10 +31,10 @@ fn built(name: &str) -> PathBuf {
 
 /// Whether sandboxes can run here; when they cannot, says why (a failure under CI).
 fn sandbox_here() -> bool {
-    let bwrap = ["/usr/bin/bwrap", "/usr/local/bin/bwrap"].iter().any(|p| Path::new(p).exists());
-    let missing = if !bwrap {
-        Some("bubblewrap is not installed (apt-get install bubblewrap)".to_owned())
-    } else if !built("paddock-supervisor").exists() {
+    if !paddock_test_support::require_bubblewrap() {
+        return false;
+    }
+    let missing = if !built("paddock-supervisor").exists() {
         Some(format!(
             "{} is not built (cargo build -p paddock)",
             built("paddock-supervisor").display()
@@ -129,16 +129,7 @@ fn dispositions() -> Vec<(usize, libc::c_int)> {
 
 /// The children of this process, of every thread.
 fn children() -> Vec<u32> {
-    let tasks = std::fs::read_dir("/proc/self/task").into_iter().flatten().flatten();
-    tasks
-        .flat_map(|t| {
-            std::fs::read_to_string(t.path().join("children"))
-                .unwrap_or_default()
-                .split_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .collect::<Vec<u32>>()
-        })
-        .collect()
+    paddock_test_support::children_of(std::process::id())
 }
 
 fn mounts() -> usize {

@@ -42,15 +42,6 @@ fn example() -> Option<PathBuf> {
     None
 }
 
-/// Whether sandboxes can run here; skips when not.
-fn bubblewrap() -> bool {
-    let found = ["/usr/bin/bwrap", "/usr/local/bin/bwrap"].iter().any(|p| Path::new(p).exists());
-    if !found {
-        skip("bubblewrap is not installed (apt-get install bubblewrap)", None);
-    }
-    found
-}
-
 /// A scratch home with a project in it, outside `/tmp` (every task gets a private `/tmp`).
 struct Scratch {
     root: PathBuf,
@@ -103,7 +94,7 @@ fn line<'a>(text: &'a str, start: &str, parts: &[&str]) -> &'a str {
 #[test]
 fn a_graph_runs_concurrently_with_prefixed_output_denials_skips_and_a_summary() {
     let Some(exe) = example() else { return };
-    if !bubblewrap() {
+    if !paddock_test_support::require_bubblewrap() {
         return;
     }
     let s = Scratch::new("graph");
@@ -230,7 +221,7 @@ fn a_bad_task_file_is_refused_with_status_2_before_anything_runs() {
 #[test]
 fn sigterm_stops_the_running_tasks_starts_no_more_and_still_prints_the_summary() {
     let Some(exe) = example() else { return };
-    if !bubblewrap() {
+    if !paddock_test_support::require_bubblewrap() {
         return;
     }
     let s = Scratch::new("signal");
