@@ -243,6 +243,34 @@ pub fn read_log(path: &Path) -> Vec<Skip> {
         .collect()
 }
 
+/// Where paddock looks for bubblewrap.
+pub const BWRAP_PATHS: [&str; 2] = ["/usr/bin/bwrap", "/usr/local/bin/bwrap"];
+
+/// Whether bubblewrap is installed; when it is not, skips (a failure where tests are
+/// required).
+pub fn require_bubblewrap() -> bool {
+    let found = BWRAP_PATHS.iter().any(|p| Path::new(p).exists());
+    if !found {
+        skip("bubblewrap is not installed (apt-get install bubblewrap)", None);
+    }
+    found
+}
+
+/// The children of process `pid`, of every thread (`/proc/PID/task/TID/children`: a
+/// process that supervises tasks from threads has children of several).
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten();
+    tasks
+        .flat_map(|t| {
+            std::fs::read_to_string(t.path().join("children"))
+                .unwrap_or_default()
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -278,32 +306,4 @@ mod tests {
             assert_eq!(Fact::ALL.into_iter().find(|g| g.name() == f.name()), Some(f));
         }
     }
-}
-
-/// Where paddock looks for bubblewrap.
-pub const BWRAP_PATHS: [&str; 2] = ["/usr/bin/bwrap", "/usr/local/bin/bwrap"];
-
-/// Whether bubblewrap is installed; when it is not, skips (a failure where tests are
-/// required).
-pub fn require_bubblewrap() -> bool {
-    let found = BWRAP_PATHS.iter().any(|p| Path::new(p).exists());
-    if !found {
-        skip("bubblewrap is not installed (apt-get install bubblewrap)", None);
-    }
-    found
-}
-
-/// The children of process `pid`, of every thread (`/proc/PID/task/TID/children`: a
-/// process that supervises tasks from threads has children of several).
-pub fn children_of(pid: u32) -> Vec<u32> {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten();
-    tasks
-        .flat_map(|t| {
-            std::fs::read_to_string(t.path().join("children"))
-                .unwrap_or_default()
-                .split_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .collect::<Vec<u32>>()
-        })
-        .collect()
 }
