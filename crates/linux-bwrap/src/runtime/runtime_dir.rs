@@ -447,8 +447,8 @@ fn scan(own: Option<&Path>) -> Scan {
 /// it on the host would silently unmount that bind in the other sandbox (the kernel detaches
 /// mounts on a removed dentry in other mount namespaces), and the protected name would become
 /// writable there. Each run records what it binds ([`RuntimeDir::record_uses`]) before it
-/// spawns; the residual window (this check, then that run's record and bind, then the
-/// removal, all within microseconds) would make that run's bwrap fail, or lose the bind.
+/// spawns, and records a placeholder it borrows under the same lock this release holds, so
+/// that no removal falls between its record and its check that the placeholder is there.
 ///
 /// The untouched ones this run made go to its `spares` rather than being removed.
 pub fn release_placeholders(
@@ -584,7 +584,8 @@ fn open_lock(dir: &Path, create: bool) -> io::Result<File> {
 }
 
 /// The runtime base's release lock, held until dropped (`None` when it cannot be had:
-/// releasing goes on unserialized, as best effort).
+/// releasing goes on unserialized, as best effort). A run borrowing another's placeholder
+/// takes it too, around recording its use (`placeholders::make_or_borrow`).
 fn release_lock() -> Option<File> {
     let file = std::fs::OpenOptions::new()
         .create(true)

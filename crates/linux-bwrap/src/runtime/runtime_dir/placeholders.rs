@@ -98,8 +98,16 @@ fn make_or_borrow(
         Ok(stamp) => Ok(Made::Here(stamp)),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && is_kind(path, dir) => {
             let Some(runtime_dir) = runtime_dir else { return Err(e) };
+            // Recorded and checked under the release lock, which a release holds from its
+            // look at the live runs' uses to its last removal: it either sees this use and
+            // keeps the placeholder, or removed it before the check, and this run makes its
+            // own. Unserialized, a removal between the check and the bind failed the run's
+            // bwrap ("Can't find source path").
+            let serial = crate::runtime::runtime_dir::release_lock();
             record_use(runtime_dir, path)?;
-            if is_kind(path, dir) {
+            let borrowed = is_kind(path, dir);
+            drop(serial);
+            if borrowed {
                 Ok(Made::Borrowed)
             } else {
                 make_placeholder(path, dir, spares).map(Made::Here)
