@@ -45,9 +45,9 @@ impl Child {
     }
 
     /// Sends `signal` politely to the task's process group, through the sandbox's
-    /// supervisor (the sandbox itself is not signalled). A second one before the task ends
-    /// kills the whole sandbox after the grace period of the first has not passed: the
-    /// behaviour of a second Ctrl-C.
+    /// supervisor (the sandbox itself is not signalled); the whole sandbox is killed when
+    /// the task outlives the sandbox's grace period. A second signal while that grace
+    /// period runs kills it at once: the behaviour of a second Ctrl-C.
     pub fn signal(&self, signal: i32) -> Result<(), Error> {
         #[cfg(target_os = "linux")]
         if self.thread.is_some() {
