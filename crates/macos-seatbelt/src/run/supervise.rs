@@ -360,6 +360,11 @@ impl Control {
         })
     }
 
+    /// Another handle on the same run.
+    pub fn handle(&self) -> Control {
+        self.clone()
+    }
+
     /// Asks for a polite signal to the task's process group; a second one while the
     /// first's grace period runs kills it.
     pub fn signal(&self, sig: i32) -> std::io::Result<()> {
