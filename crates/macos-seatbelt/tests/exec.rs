@@ -387,3 +387,31 @@ fn a_plan_of_another_task_is_refused_before_anything_starts() {
     assert!(err.to_string().contains("another task"), "{err}");
     assert!(!s.runtime.exists());
 }
+
+#[test]
+fn a_pipe_of_the_callers_carries_polite_signals_as_a_signal_handler_would_write_them() {
+    use std::io::Write;
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let s = Stage::new("pipe");
+    let mut fds = [0; 2];
+    // SAFETY: pipe with a valid array of two ints.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: two fresh descriptors that nothing else owns.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let mut handler = fs::File::from(write.try_clone().unwrap());
+    let ready = s.proj.join("ready");
+    let task = s.sh(&format!(
+        "trap 'echo got-int; exit 9' INT; touch {}; while :; do sleep 0.02; done",
+        q(&ready)
+    ));
+    let mut opts = s.opts();
+    opts.control = paddock_macos_seatbelt::run::Control::from_pipe(read, write);
+    let ran = std::thread::scope(|scope| {
+        let run = scope.spawn(|| s.run(&task, &opts));
+        s.wait_for(&ready);
+        handler.write_all(&[u8::try_from(libc::SIGINT).unwrap()]).unwrap();
+        run.join().unwrap()
+    });
+    assert_eq!(ran.outcome.exit_code, 9);
+    assert!(text(&ran.outcome.stdout).contains("got-int"));
+}

@@ -12,8 +12,9 @@
 //! Nothing here is process-wide: the caller holds a [`Control`] per run and reads what the
 //! run had to say from its [`Notes`].
 
+use std::fs::File;
 use std::io::Read;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::Child;
@@ -335,13 +336,13 @@ fn capture<R: Read + Send + 'static>(
     let _ = std::thread::Builder::new().name(name.into()).spawn(reader);
 }
 
-/// The caller's hold on one run: polite signals and the kill go down a socket pair the
-/// supervision loop polls, and the loop publishes the task's pid here once it spawned it.
-/// Cloned handles share the one pair; nothing is process-wide.
+/// The caller's hold on one run: polite signals and the kill go down a socket pair (or a
+/// pipe the caller made) the supervision loop polls, and the loop publishes the task's pid
+/// here once it spawned it. Cloned handles share the one channel; nothing is process-wide.
 #[derive(Clone, Debug)]
 pub struct Control {
-    read: Arc<UnixStream>,
-    write: Arc<UnixStream>,
+    read: Arc<File>,
+    write: Arc<File>,
     pid: Arc<AtomicI32>,
 }
 
@@ -353,11 +354,19 @@ impl Control {
     pub fn new() -> std::io::Result<Control> {
         let (read, write) = UnixStream::pair()?;
         read.set_nonblocking(true)?;
-        Ok(Control {
-            read: Arc::new(read),
-            write: Arc::new(write),
+        Ok(Control::from_pipe(OwnedFd::from(read), OwnedFd::from(write)))
+    }
+
+    /// A hold on a run over a pipe the caller made: a caller's signal handler writes signal
+    /// numbers to its write end (one byte each, as [`Control::signal`] does) and the run
+    /// takes them as polite signals. Both ends should be close-on-exec; the read end may be
+    /// non-blocking (it is read only when `poll` says it is readable).
+    pub fn from_pipe(read: OwnedFd, write: OwnedFd) -> Control {
+        Control {
+            read: Arc::new(File::from(read)),
+            write: Arc::new(File::from(write)),
             pid: Arc::new(AtomicI32::new(0)),
-        })
+        }
     }
 
     /// Another handle on the same run.
