@@ -346,9 +346,28 @@ pub(crate) fn run_here(sandbox: &Sandbox, command: &Command, _: Extras) -> Resul
 }
 
 /// What the binary adds to a run (nothing, on this OS).
-#[cfg(not(target_os = "linux"))]
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
 #[derive(Debug, Default)]
 pub struct Extras {}
+
+/// What the `paddock` binary adds to a run on macOS: its signal pipe as the run's control,
+/// and notes printed as they come.
+#[cfg(target_os = "macos")]
+#[derive(Default)]
+pub struct Extras {
+    /// The read and write ends of a pipe the caller's signal handler writes signal numbers
+    /// to: the run takes them as polite signals (see `Control::from_pipe`).
+    pub control_pipe: Option<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)>,
+    /// Handed each note as it comes.
+    pub on_note: Option<paddock_macos_seatbelt::run::NoteHook>,
+}
+
+#[cfg(target_os = "macos")]
+impl std::fmt::Debug for Extras {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Extras").finish_non_exhaustive()
+    }
+}
 
 /// On this OS tasks do not run yet.
 #[cfg(not(any(target_os = "linux", target_os = "macos")))]
@@ -387,8 +406,19 @@ pub(crate) fn spawn(sandbox: &Sandbox, command: &Command, _: Option<()>) -> Resu
 
 /// Runs `command` under `sandbox` with seatbelt to its end on this thread.
 #[cfg(target_os = "macos")]
-pub(crate) fn run_here(sandbox: &Sandbox, command: &Command, _: Extras) -> Result<Output, Error> {
-    let notes = Notes::default();
-    let finished = crate::seatbelt::run(&sandbox.inner, command, Control::new()?, notes.clone())?;
+pub(crate) fn run_here(
+    sandbox: &Sandbox,
+    command: &Command,
+    extras: Extras,
+) -> Result<Output, Error> {
+    let control = match extras.control_pipe {
+        Some((read, write)) => Control::from_pipe(read, write),
+        None => Control::new()?,
+    };
+    let notes = match extras.on_note {
+        Some(echo) => Notes::echoing(echo),
+        None => Notes::default(),
+    };
+    let finished = crate::seatbelt::run(&sandbox.inner, command, control, notes.clone())?;
     Ok(output_of(finished, notes.take()))
 }
