@@ -36,7 +36,8 @@ pub const STOP_LIMIT: Duration = Duration::from_secs(1);
 /// A running `log stream` collecting one task's denials.
 #[derive(Debug)]
 pub struct LogMonitor {
-    child: Child,
+    /// `log`, until it is stopped (and reaped: its group id is then no longer ours).
+    child: Option<Child>,
     lines: Arc<Mutex<Vec<String>>>,
     reader: Option<JoinHandle<()>>,
     tag: String,
@@ -109,7 +110,7 @@ impl LogMonitor {
                 return Err(Error::MonitorNotReady { seconds: ready_within.as_secs(), stderr });
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                if let Ok(Some(_)) = child.try_wait() {
+                if exited(&child) {
                     stop(&mut child);
                     let stderr = read_all(child.stderr.take());
                     let _ = reader.join();
@@ -122,19 +123,27 @@ impl LogMonitor {
                 ));
             }
         }
-        Ok(LogMonitor { child, lines, reader: Some(reader), tag: tag.to_owned(), notes })
+        Ok(LogMonitor {
+            child: Some(child),
+            lines,
+            reader: Some(reader),
+            tag: tag.to_owned(),
+            notes,
+        })
     }
 
     /// The pid of `log`.
     pub fn id(&self) -> u32 {
-        self.child.id()
+        self.child.as_ref().map_or(0, Child::id)
     }
 
     /// Waits `grace` for late records, stops the stream and returns the task's violations
     /// (deduplicated) and notes (unmapped denials, a late start).
     pub fn finish(mut self, grace: Duration) -> (Vec<Violation>, Vec<String>) {
         std::thread::sleep(grace);
-        stop(&mut self.child);
+        if let Some(mut child) = self.child.take() {
+            stop(&mut child);
+        }
         if let Some(reader) = self.reader.take() {
             let _ = reader.join();
         }
@@ -152,29 +161,30 @@ impl LogMonitor {
 impl Drop for LogMonitor {
     fn drop(&mut self) {
         // A monitor dropped without `finish` (the runner failed) must not leave `log` behind.
-        stop(&mut self.child);
+        if let Some(mut child) = self.child.take() {
+            stop(&mut child);
+        }
     }
 }
 
 /// Stops `log` and whatever it started: `SIGTERM` to its group, `SIGKILL` after
-/// [`STOP_LIMIT`]. Reaps it; a second call does nothing.
+/// [`STOP_LIMIT`], then reaps it. Called once per child: the group is signalled only while
+/// its leader is unreaped, so that its id is still `log`'s.
 fn stop(child: &mut Child) {
-    if let Ok(Some(_)) = child.try_wait() {
-        kill_group(child, libc::SIGKILL);
-        return;
-    }
     kill_group(child, libc::SIGTERM);
     let until = Instant::now() + STOP_LIMIT;
-    while Instant::now() < until {
-        if let Ok(Some(_)) = child.try_wait() {
-            // Its children (a stand-in's `sleep`) hold the pipe: they go too.
-            kill_group(child, libc::SIGKILL);
-            return;
-        }
+    while Instant::now() < until && !exited(child) {
         std::thread::sleep(Duration::from_millis(5));
     }
+    // Its children (a stand-in's `sleep`) may hold the pipe: they go too.
     kill_group(child, libc::SIGKILL);
     let _ = child.wait();
+}
+
+/// Whether `log` has ended, without reaping it.
+fn exited(child: &Child) -> bool {
+    libc::pid_t::try_from(child.id())
+        .map_or(true, |pid| super::supervise::exited(pid).unwrap_or(true))
 }
 
 fn kill_group(child: &Child, sig: i32) {

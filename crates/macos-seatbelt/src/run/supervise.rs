@@ -178,7 +178,12 @@ pub(crate) fn supervise(
             kill_group(pid, libc::SIGTERM);
             kill_at = Some(now + opts.grace);
         }
-        if exited(pid)? {
+        let ended = exited(pid).inspect_err(|_| {
+            // Nothing is left to supervise it with: it goes.
+            kill_group(pid, libc::SIGKILL);
+            let _ = wait4(pid);
+        })?;
+        if ended {
             // The rest of the group goes with the task: its leader is an unreaped zombie,
             // so the group's id is still the task's.
             kill_group(pid, libc::SIGKILL);
@@ -251,8 +256,9 @@ pub(crate) fn supervise(
     })
 }
 
-/// Whether the task has ended, without reaping it (`WNOWAIT`): its id stays reserved.
-fn exited(pid: libc::pid_t) -> Result<bool, Error> {
+/// Whether the child `pid` has ended, without reaping it (`WNOWAIT`): its id stays
+/// reserved.
+pub(crate) fn exited(pid: libc::pid_t) -> Result<bool, Error> {
     loop {
         // SAFETY: an all-zero siginfo_t is a valid value to be overwritten.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
