@@ -56,9 +56,9 @@
 //!
 //! Planning, golden tests and the deny-record parser: every OS. The executor and the
 //! violation monitor (`run`): every Unix, enforcing only on macOS. The probe: macOS only
-//! (`cfg(target_os = "macos")`); the crate is
-//! type-checked for `x86_64-apple-darwin` and `aarch64-apple-darwin` on Linux CI. The
-//! end-to-end suite (`tests/`) runs on a Mac; see [`E2E_COMMANDS`].
+//! (`cfg(target_os = "macos")`); the crate is type-checked for `x86_64-apple-darwin` and
+//! `aarch64-apple-darwin` on Linux CI. The end-to-end suite (`tests/`) runs on a Mac; see
+//! [`E2E_COMMANDS`].
 //!
 //! # Crate features
 //!
@@ -97,9 +97,11 @@ pub use profile::Profile;
 pub use violation::{LOG_PROGRAM, LogLine, log_stream_args, parse_log_line, parse_log_stream};
 
 /// What `cargo xtask test-macos` runs on a Mac, in order: the unit, golden and property
-/// tests, then this crate's end-to-end suite against the real `sandbox-exec` with `CI=true`
-/// (so a missing tool fails instead of skipping). Each entry is one command's argv.
+/// tests, the executor against its stand-ins, then this crate's end-to-end suite against
+/// the real `sandbox-exec` with `CI=true` (so a missing tool fails instead of skipping).
+/// Each entry is one command's argv.
 pub const E2E_COMMANDS: &[&[&str]] = &[
     &["cargo", "test", "-p", "paddock-macos-seatbelt", "--lib"],
+    &["cargo", "test", "-p", "paddock-macos-seatbelt", "--test", "exec"],
     &["cargo", "test", "-p", "paddock-macos-seatbelt", "--test", "tests"],
 ];
