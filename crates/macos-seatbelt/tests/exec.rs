@@ -242,7 +242,7 @@ fn performs_the_plans_argv_env_and_cwd_with_a_private_tmpdir_and_the_monitor_aro
 }
 
 #[test]
-fn the_task_leads_a_process_group_of_its_own_and_the_kill_reaches_it() {
+fn the_task_leads_a_session_and_process_group_of_its_own_and_the_kill_reaches_it() {
     let s = Stage::new("pgid");
     let ready = s.proj.join("ready");
     let task = s.sh(&format!("touch {}; exec sleep 30", q(&ready)));
@@ -258,6 +258,8 @@ fn the_task_leads_a_process_group_of_its_own_and_the_kill_reaches_it() {
         let (group, ours) = unsafe { (libc::getpgid(pid), libc::getpgrp()) };
         assert_eq!(group, pid, "the task leads its group");
         assert_ne!(group, ours);
+        // SAFETY: getsid with an integer.
+        assert_eq!(unsafe { libc::getsid(pid) }, pid, "and its session: no terminal stops it");
         control.kill().unwrap();
         run.join().unwrap()
     });

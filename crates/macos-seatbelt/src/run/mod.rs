@@ -2,8 +2,9 @@
 //! temporary directory to its violations.
 //!
 //! [`run_plan`] executes `sandbox-exec` with exactly the plan's argv (`-p PROFILE`, the `-D`
-//! parameters, `--`, the task), environment and directory, in a process group of its own,
-//! and supervises it ([`supervise`]: timeout, polite signals then the kill, capture, usage).
+//! parameters, `--`, the task), environment and directory, in a session (so a process
+//! group) of its own, and supervises it ([`supervise`]: timeout, polite signals then the
+//! kill, capture, usage).
 //! Around it: the task's `TMPDIR` (the plan's placeholder) made fresh and removed at the end,
 //! and one `log stream` per run ([`monitor`]) keyed by the run's log tag, started before the
 //! task and stopped after it, whose records become the run's violations.
@@ -90,10 +91,23 @@ pub fn run_plan(plan: &SpawnPlan, task: &Task, opts: &RunOptions) -> Result<Ran,
     }
     cmd.envs(plan.env.iter().map(|(k, v)| (k, v)))
         .current_dir(plan.cwd.as_path())
-        .process_group(0)
         .stdin(stdio(opts.stdio.stdin))
         .stdout(stdio(opts.stdio.stdout))
         .stderr(stdio(opts.stdio.stderr));
+    // A session of its own (as bwrap's `--new-session` on Linux), so a process group of its
+    // own that no terminal's job control stops: in the caller's session a background group
+    // reading the terminal would be stopped (SIGTTIN) and the run would wait for ever. The
+    // caller's Ctrl-C reaches the task only through the run's control.
+    // SAFETY: the closure runs in the child between fork and exec and calls only setsid,
+    // which is async-signal-safe, and reads errno.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
     let child = cmd.spawn().map_err(|e| Error::Spawn { program, message: e.to_string() })?;
     let outcome = supervise::supervise(child, start, opts);
 

@@ -3,7 +3,7 @@
 //!
 //! `sandbox-exec` applies the profile and executes the task in place, so the process this
 //! module spawns *is* the task, the leader of a process group of its own: polite signals
-//! and the kill go to that group. There is no pidfd and no signal handler: the loop polls
+//! and the kill go to that group (the task leads a session of its own, see `run`). There is no pidfd and no signal handler: the loop polls
 //! the run's [`Control`] pipe and checks the child with `waitid(WNOHANG | WNOWAIT)` at a
 //! short, growing interval (1 ms to [`MAX_POLL`]); the group is killed while its leader is
 //! an unreaped zombie, so its id cannot have been reused, and only then reaped with
@@ -297,7 +297,7 @@ fn wait4(pid: libc::pid_t) -> Result<(i32, libc::rusage), Error> {
 
 /// Sends `sig` to the task's process group.
 fn kill_group(pgid: libc::pid_t, sig: i32) {
-    // SAFETY: killpg with integers. The group is the task's own (process_group(0)) and its
+    // SAFETY: killpg with integers. The group is the task's own (setsid) and its
     // leader is not reaped before the last call, so the id is still the task's.
     unsafe { libc::killpg(pgid, sig) };
 }
