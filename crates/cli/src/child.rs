@@ -33,8 +33,9 @@ pub struct Child {
 }
 
 impl Child {
-    /// The pid of the sandbox on the host (bubblewrap, or strace around it): a process of
-    /// this one's, in its own process group.
+    /// The pid of the sandbox on the host (bubblewrap, or strace around it; on macOS the
+    /// task itself, which `sandbox-exec` became): a process of this one's, in its own
+    /// process group.
     pub fn id(&self) -> u32 {
         self.pid
     }

@@ -33,7 +33,7 @@ pub enum Error {
     /// The sandbox's program could not be started; nothing ran.
     #[error("cannot start {}: {source}", program.display())]
     Spawn {
-        /// The program (bubblewrap, or a tracer around it).
+        /// The program (bubblewrap, or a tracer around it; `sandbox-exec` on macOS).
         program: PathBuf,
         /// Why, in the OS's words.
         source: std::io::Error,
