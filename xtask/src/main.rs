@@ -392,8 +392,10 @@ fn test_macos() -> Result<()> {
             "test-macos runs the end-to-end suite against /usr/bin/sandbox-exec and needs macOS; run it on a macOS CI runner"
         );
     }
-    // The seatbelt backend's own suites: golden profiles and properties, then real plans
-    // through /usr/bin/sandbox-exec (the Linux e2e suite drives bubblewrap and is not run).
+    // The seatbelt backend's own suites: golden profiles and properties, the executor
+    // against its stand-ins, then real plans through /usr/bin/sandbox-exec (the Linux e2e
+    // suite drives bubblewrap and is not run).
     run(cargo().args(["test", "-p", "paddock-macos-seatbelt", "--lib"]))?;
+    run(cargo().args(["test", "-p", "paddock-macos-seatbelt", "--test", "exec"]))?;
     run(cargo().args(["test", "-p", "paddock-macos-seatbelt", "--test", "tests"]).env("CI", "true"))
 }

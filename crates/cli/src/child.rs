@@ -7,30 +7,35 @@
 
 use crate::{Command, Error, Output, Report, Sandbox};
 
+#[cfg(target_os = "macos")]
+use crate::seatbelt::Finished;
 #[cfg(target_os = "linux")]
 use paddock_linux_bwrap::runtime::{
     supervise::{Control, Notes},
     task::Finished,
 };
+#[cfg(target_os = "macos")]
+use paddock_macos_seatbelt::run::{Control, Notes};
 
 /// A running sandboxed task. Dropping it stops the sandbox (killing it when the task is
 /// still running) and releases everything the run holds.
 #[derive(Debug)]
 pub struct Child {
     pid: u32,
-    #[cfg(target_os = "linux")]
+    #[cfg(any(target_os = "linux", target_os = "macos"))]
     control: Control,
-    #[cfg(target_os = "linux")]
+    #[cfg(any(target_os = "linux", target_os = "macos"))]
     notes: Notes,
-    #[cfg(target_os = "linux")]
+    #[cfg(any(target_os = "linux", target_os = "macos"))]
     thread: Option<std::thread::JoinHandle<Result<Finished, Error>>>,
     /// The outcome once waited for: the report, and the captured output not yet taken.
     done: Option<Result<Output, String>>,
 }
 
 impl Child {
-    /// The pid of the sandbox on the host (bubblewrap, or strace around it): a process of
-    /// this one's, in its own process group.
+    /// The pid of the sandbox on the host (bubblewrap, or strace around it; on macOS the
+    /// task itself, which `sandbox-exec` became): a process of this one's, in its own
+    /// process group.
     pub fn id(&self) -> u32 {
         self.pid
     }
@@ -39,7 +44,7 @@ impl Child {
     pub fn handle(&self) -> Handle {
         Handle {
             pid: self.pid,
-            #[cfg(target_os = "linux")]
+            #[cfg(any(target_os = "linux", target_os = "macos"))]
             control: self.control.handle(),
         }
     }
@@ -49,7 +54,7 @@ impl Child {
     /// the task outlives the sandbox's grace period. A second signal while that grace
     /// period runs kills it at once: the behaviour of a second Ctrl-C.
     pub fn signal(&self, signal: i32) -> Result<(), Error> {
-        #[cfg(target_os = "linux")]
+        #[cfg(any(target_os = "linux", target_os = "macos"))]
         if self.thread.is_some() {
             return self.control.signal(signal).map_err(Error::from);
         }
@@ -60,7 +65,7 @@ impl Child {
     /// Kills the whole sandbox at once: its pid namespace goes with it. A task already
     /// finished is left as it is.
     pub fn kill(&self) -> Result<(), Error> {
-        #[cfg(target_os = "linux")]
+        #[cfg(any(target_os = "linux", target_os = "macos"))]
         if self.thread.is_some() {
             return self.control.kill().map_err(Error::from);
         }
@@ -70,9 +75,9 @@ impl Child {
     /// The notes the run has made so far (the policy's, the plan's), as the report will
     /// have them.
     pub fn notes(&self) -> Vec<String> {
-        #[cfg(target_os = "linux")]
+        #[cfg(any(target_os = "linux", target_os = "macos"))]
         return self.notes.lines();
-        #[cfg(not(target_os = "linux"))]
+        #[cfg(not(any(target_os = "linux", target_os = "macos")))]
         Vec::new()
     }
 
@@ -85,7 +90,7 @@ impl Child {
 
     /// The report if the task has ended, without waiting.
     pub fn try_wait(&mut self) -> Result<Option<Report>, Error> {
-        #[cfg(target_os = "linux")]
+        #[cfg(any(target_os = "linux", target_os = "macos"))]
         if self.thread.as_ref().is_some_and(|t| !t.is_finished()) {
             return Ok(None);
         }
@@ -115,7 +120,7 @@ impl Child {
     /// Joins the run's thread once, keeping its outcome; the first caller after a failure
     /// gets the error itself.
     fn finish(&mut self) -> Result<(), Error> {
-        #[cfg(target_os = "linux")]
+        #[cfg(any(target_os = "linux", target_os = "macos"))]
         if let Some(thread) = self.thread.take() {
             let finished = thread.join().unwrap_or_else(|_| {
                 Err(Error::Command { message: "the task's thread panicked".into() })
@@ -140,7 +145,7 @@ impl Child {
 #[derive(Clone, Debug)]
 pub struct Handle {
     pid: u32,
-    #[cfg(target_os = "linux")]
+    #[cfg(any(target_os = "linux", target_os = "macos"))]
     control: Control,
 }
 
@@ -152,9 +157,9 @@ impl Handle {
 
     /// As [`Child::signal`].
     pub fn signal(&self, signal: i32) -> Result<(), Error> {
-        #[cfg(target_os = "linux")]
+        #[cfg(any(target_os = "linux", target_os = "macos"))]
         return self.control.signal(signal).map_err(Error::from);
-        #[cfg(not(target_os = "linux"))]
+        #[cfg(not(any(target_os = "linux", target_os = "macos")))]
         {
             let _ = signal;
             Ok(())
@@ -163,16 +168,16 @@ impl Handle {
 
     /// As [`Child::kill`].
     pub fn kill(&self) -> Result<(), Error> {
-        #[cfg(target_os = "linux")]
+        #[cfg(any(target_os = "linux", target_os = "macos"))]
         return self.control.kill().map_err(Error::from);
-        #[cfg(not(target_os = "linux"))]
+        #[cfg(not(any(target_os = "linux", target_os = "macos")))]
         Ok(())
     }
 }
 
 impl Drop for Child {
     fn drop(&mut self) {
-        #[cfg(target_os = "linux")]
+        #[cfg(any(target_os = "linux", target_os = "macos"))]
         if let Some(thread) = self.thread.take() {
             let _ = self.control.kill();
             let _ = thread.join();
@@ -181,7 +186,7 @@ impl Drop for Child {
 }
 
 /// The report and output of a finished run.
-#[cfg(target_os = "linux")]
+#[cfg(any(target_os = "linux", target_os = "macos"))]
 fn output_of(f: Finished, notes: Vec<String>) -> Output {
     let Finished { outcome, itemized_by, violations, resolved, cwd } = f;
     let mut summary = paddock_policy::summarize(&violations, &resolved);
@@ -336,21 +341,85 @@ pub(crate) fn run_here(
 }
 
 /// On this OS tasks do not run yet.
-#[cfg(not(target_os = "linux"))]
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
 pub(crate) fn run_here(sandbox: &Sandbox, command: &Command, _: Extras) -> Result<Output, Error> {
     spawn(sandbox, command, None).map(|_| unreachable!())
 }
 
 /// What the binary adds to a run (nothing, on this OS).
-#[cfg(not(target_os = "linux"))]
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
 #[derive(Debug, Default)]
 pub struct Extras {}
 
+/// What the `paddock` binary adds to a run on macOS: its signal pipe as the run's control,
+/// and notes printed as they come.
+#[cfg(target_os = "macos")]
+#[derive(Default)]
+pub struct Extras {
+    /// The read and write ends of a pipe the caller's signal handler writes signal numbers
+    /// to: the run takes them as polite signals (see `Control::from_pipe`).
+    pub control_pipe: Option<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)>,
+    /// Handed each note as it comes.
+    pub on_note: Option<paddock_macos_seatbelt::run::NoteHook>,
+}
+
+#[cfg(target_os = "macos")]
+impl std::fmt::Debug for Extras {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Extras").finish_non_exhaustive()
+    }
+}
+
 /// On this OS tasks do not run yet.
-#[cfg(not(target_os = "linux"))]
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
 pub(crate) fn spawn(sandbox: &Sandbox, command: &Command, _: Option<()>) -> Result<Child, Error> {
     let _ = (sandbox, command);
     Err(Error::Unavailable {
         diagnosis: "paddock runs tasks on Linux (bubblewrap); the macOS runner is not built yet, `paddock plan` shows the seatbelt profile it will use".into(),
     })
+}
+
+/// Starts `command` under `sandbox` with seatbelt: the run's thread does everything, from
+/// the task's runtime dir to the report; this returns once the task's process exists, or
+/// the run has ended without one.
+#[cfg(target_os = "macos")]
+pub(crate) fn spawn(sandbox: &Sandbox, command: &Command, _: Option<()>) -> Result<Child, Error> {
+    let control = Control::new()?;
+    let handle = control.handle();
+    let notes = Notes::default();
+    let inner = sandbox.inner.clone();
+    let command = command.clone();
+    let run_notes = notes.clone();
+    let thread = std::thread::Builder::new()
+        .name("paddock-task".into())
+        .spawn(move || crate::seatbelt::run(&inner, &command, control, run_notes))?;
+    // The task's pid, or the end of a run that never spawned one.
+    while handle.pid() == 0 && !thread.is_finished() {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let pid = u32::try_from(handle.pid()).unwrap_or(0);
+    let mut child = Child { pid, control: handle, notes, thread: Some(thread), done: None };
+    if pid == 0 {
+        child.finish()?;
+    }
+    Ok(child)
+}
+
+/// Runs `command` under `sandbox` with seatbelt to its end on this thread.
+#[cfg(target_os = "macos")]
+pub(crate) fn run_here(
+    sandbox: &Sandbox,
+    command: &Command,
+    extras: Extras,
+) -> Result<Output, Error> {
+    let control = match extras.control_pipe {
+        Some((read, write)) => Control::from_pipe(read, write),
+        None => Control::new()?,
+    };
+    let notes = match extras.on_note {
+        Some(echo) => Notes::echoing(echo),
+        None => Notes::default(),
+    };
+    let finished = crate::seatbelt::run(&sandbox.inner, command, control, notes.clone())?;
+    Ok(output_of(finished, notes.take()))
 }

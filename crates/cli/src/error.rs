@@ -33,7 +33,7 @@ pub enum Error {
     /// The sandbox's program could not be started; nothing ran.
     #[error("cannot start {}: {source}", program.display())]
     Spawn {
-        /// The program (bubblewrap, or a tracer around it).
+        /// The program (bubblewrap, or a tracer around it; `sandbox-exec` on macOS).
         program: PathBuf,
         /// Why, in the OS's words.
         source: std::io::Error,
@@ -47,9 +47,23 @@ pub enum Error {
     /// Running the task failed in a way the message explains.
     #[error(transparent)]
     Run(paddock_linux_bwrap::Error),
+    /// Running the task with seatbelt failed in a way the message explains.
+    #[error(transparent)]
+    Seatbelt(paddock_macos_seatbelt::Error),
     /// An OS call failed.
     #[error(transparent)]
     Io(#[from] std::io::Error),
+}
+
+impl From<paddock_macos_seatbelt::Error> for Error {
+    fn from(e: paddock_macos_seatbelt::Error) -> Error {
+        match e {
+            paddock_macos_seatbelt::Error::Spawn { program, message } => {
+                Error::Spawn { program, source: std::io::Error::other(message) }
+            }
+            e => Error::Seatbelt(e),
+        }
+    }
 }
 
 impl From<paddock_linux_bwrap::Error> for Error {

@@ -58,6 +58,8 @@ pub mod config;
 mod error;
 mod report;
 mod sandbox;
+#[cfg(target_os = "macos")]
+mod seatbelt;
 
 #[doc(hidden)]
 pub mod cli;

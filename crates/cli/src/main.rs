@@ -105,6 +105,8 @@ fn run() -> u8 {
         paddock::cli::args::Command::Run(_) | paddock::cli::args::Command::Learn(_) => {
             signals::catch()
         }
+        #[cfg(target_os = "macos")]
+        paddock::cli::args::Command::Run(_) => signals::catch(),
         _ => None,
     };
     let start = paddock::cli::commands::Start {
@@ -134,7 +136,7 @@ fn run() -> u8 {
 
 /// The signal handlers of `paddock run` and `paddock learn`: the process's, so the binary's, never the
 /// library's. (Tasks run on Linux only, for now.)
-#[cfg(target_os = "linux")]
+#[cfg(any(target_os = "linux", target_os = "macos"))]
 mod signals {
     use std::os::fd::{IntoRawFd, OwnedFd};
     use std::sync::atomic::{AtomicI32, Ordering};
@@ -156,9 +158,15 @@ mod signals {
     /// in the background) stays ignored: by paddock, and so by the task, which inherits the
     /// disposition through every exec.
     pub fn catch() -> Option<(OwnedFd, OwnedFd)> {
-        let (read, write) =
-            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
-                .ok()?;
+        // `pipe` then the flags: macOS has no `pipe2` (nothing else runs yet, so no child can
+        // inherit the ends in between).
+        let (read, write) = nix::unistd::pipe().ok()?;
+        for end in [&read, &write] {
+            let cloexec = nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC);
+            let nonblock = nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK);
+            nix::fcntl::fcntl(end, cloexec).ok()?;
+            nix::fcntl::fcntl(end, nonblock).ok()?;
+        }
         // Close-on-exec like the original, so that no child inherits it.
         let copy = nix::unistd::dup(&write).ok()?;
         let _ =

@@ -367,7 +367,19 @@ fn choose_supervisor(_: &mut HostFacts, _: Supervisor) -> Result<(), Error> {
 }
 
 /// The facts of this host, or why it cannot run sandboxes.
-#[cfg(not(target_os = "linux"))]
+#[cfg(target_os = "macos")]
+fn host_facts() -> Result<HostFacts, Error> {
+    let facts = paddock_macos_seatbelt::macos::host_facts();
+    if !facts.sandbox_exec {
+        return Err(Error::Unavailable {
+            diagnosis: format!("{} is missing", paddock_macos_seatbelt::SANDBOX_EXEC),
+        });
+    }
+    Ok(facts)
+}
+
+/// The facts of this host, or why it cannot run sandboxes.
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
 fn host_facts() -> Result<HostFacts, Error> {
     Ok(HostFacts {
         sandbox_exec: true,
@@ -409,7 +421,7 @@ impl Inner {
     }
 
     /// The task's working directory on the host: `dir` from the project, or the project.
-    #[cfg(target_os = "linux")]
+    #[cfg(any(target_os = "linux", target_os = "macos"))]
     pub(crate) fn cwd_of(&self, dir: Option<&Path>) -> PathBuf {
         match dir {
             Some(d) if d.is_absolute() => d.to_path_buf(),

@@ -1,9 +1,9 @@
-//! The one error type of the macOS backend's OS side: starting the violation monitor and
-//! probing `sandbox-exec`.
+//! The one error type of the macOS backend's OS side: performing a plan, starting the
+//! violation monitor and probing `sandbox-exec`.
 //!
 //! Planning errors are [`paddock_policy::Error`] values (the [`Backend`](paddock_policy::Backend)
 //! trait returns them). This type is the same on every OS, so that code handling it compiles
-//! everywhere; on Linux nothing produces it.
+//! everywhere; on Linux only the executor's tests produce it.
 
 use std::path::PathBuf;
 
@@ -27,6 +27,30 @@ pub enum Error {
         seconds: u64,
         /// What `log stream` printed on stderr, if anything.
         stderr: String,
+    },
+    /// A step of performing a plan failed.
+    #[error("cannot {what}: {message}")]
+    Run {
+        /// What was being done.
+        what: String,
+        /// The OS's words.
+        message: String,
+    },
+    /// A file operation of the run failed (the task's temporary directory).
+    #[error("cannot {what} {}: {source}", path.display())]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The path it was done to.
+        path: PathBuf,
+        /// The OS's error.
+        source: std::io::Error,
+    },
+    /// The plan asks for something this executor does not do; the task did not start.
+    #[error("the macOS executor cannot run this plan: {what}")]
+    Unsupported {
+        /// What the plan asks for.
+        what: String,
     },
     /// `/usr/bin/sandbox-exec` is missing.
     #[error("{} is missing; paddock needs macOS's sandbox-exec to sandbox a task", path.display())]

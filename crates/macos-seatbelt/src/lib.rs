@@ -8,8 +8,9 @@
 //! the profile only as `-D` parameters (the text says `(param "NAME")`); the few values
 //! written into the text (mach service names) are checked and refused, never escaped, if
 //! they could change its meaning (DESIGN decision 9). The parser of deny records
-//! ([`parse_log_line`]) is pure too. Starting `log stream` and probing `sandbox-exec` are
-//! macOS-only (module `macos`, compiled on macOS only).
+//! ([`parse_log_line`]) is pure too. Performing a plan is module `run` (every Unix: the
+//! paths of `sandbox-exec` and `log` are options, so it is tested on Linux against
+//! stand-ins); probing `sandbox-exec` is macOS-only (module `macos`).
 //!
 //! # Example
 //!
@@ -53,10 +54,11 @@
 //!
 //! # Supported platforms
 //!
-//! Planning, golden tests and the deny-record parser: every OS. Running a plan, the
-//! violation monitor and the probe: macOS only (`cfg(target_os = "macos")`); the crate is
-//! type-checked for `x86_64-apple-darwin` and `aarch64-apple-darwin` on Linux CI. The
-//! end-to-end suite (`tests/`) runs on a Mac; see [`E2E_COMMANDS`].
+//! Planning, golden tests and the deny-record parser: every OS. The executor and the
+//! violation monitor (`run`): every Unix, enforcing only on macOS. The probe: macOS only
+//! (`cfg(target_os = "macos")`); the crate is type-checked for `x86_64-apple-darwin` and
+//! `aarch64-apple-darwin` on Linux CI. The end-to-end suite (`tests/`) runs on a Mac; see
+//! [`E2E_COMMANDS`].
 //!
 //! # Crate features
 //!
@@ -64,6 +66,8 @@
 
 #![deny(missing_docs)]
 
+#[cfg(unix)]
+mod command;
 mod diagnose;
 mod env;
 mod error;
@@ -72,6 +76,8 @@ mod inline;
 mod params;
 mod plan;
 pub mod profile;
+#[cfg(unix)]
+pub mod run;
 mod violation;
 
 #[cfg(target_os = "macos")]
@@ -91,9 +97,11 @@ pub use profile::Profile;
 pub use violation::{LOG_PROGRAM, LogLine, log_stream_args, parse_log_line, parse_log_stream};
 
 /// What `cargo xtask test-macos` runs on a Mac, in order: the unit, golden and property
-/// tests, then this crate's end-to-end suite against the real `sandbox-exec` with `CI=true`
-/// (so a missing tool fails instead of skipping). Each entry is one command's argv.
+/// tests, the executor against its stand-ins, then this crate's end-to-end suite against
+/// the real `sandbox-exec` with `CI=true` (so a missing tool fails instead of skipping).
+/// Each entry is one command's argv.
 pub const E2E_COMMANDS: &[&[&str]] = &[
     &["cargo", "test", "-p", "paddock-macos-seatbelt", "--lib"],
+    &["cargo", "test", "-p", "paddock-macos-seatbelt", "--test", "exec"],
     &["cargo", "test", "-p", "paddock-macos-seatbelt", "--test", "tests"],
 ];

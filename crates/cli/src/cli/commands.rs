@@ -426,7 +426,12 @@ pub fn run(args: &RunArgs, start: Start) -> Result<u8> {
         control_pipe: start.signals,
         on_note: Some(std::sync::Arc::new(|line: &str| eprintln!("paddock: {line}"))),
     };
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(target_os = "macos")]
+    let extras = crate::Extras {
+        control_pipe: start.signals,
+        on_note: Some(std::sync::Arc::new(|line: &str| eprintln!("paddock: {line}"))),
+    };
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
     let extras = {
         let _ = start;
         crate::Extras::default()

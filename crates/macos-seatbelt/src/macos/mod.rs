@@ -1,12 +1,10 @@
 //! The macOS-only side: the violation monitor ([`LogMonitor`]) and the probe ([`probe()`]).
 //!
 //! Compiled only for `target_os = "macos"`; CI type-checks it for the darwin targets on
-//! Linux. Every process this crate starts is started by the private `command` module, the one
-//! place allowed to call `Command::new`.
+//! Linux. The monitor itself lives in the executor (`run::monitor`, every
+//! Unix), so that it is tested on Linux against a stand-in `log`.
 
-mod command;
-pub mod monitor;
 pub mod probe;
 
-pub use monitor::LogMonitor;
+pub use crate::run::monitor::{self, LogMonitor};
 pub use probe::{host_facts, probe};

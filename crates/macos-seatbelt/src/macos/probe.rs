@@ -12,7 +12,7 @@ use std::process::Stdio;
 
 use paddock_policy::HostFacts;
 
-use super::command::command;
+use crate::command::command;
 use crate::diagnose::probe_verdict;
 use crate::error::Error;
 use crate::plan::SANDBOX_EXEC;

@@ -3,6 +3,8 @@
 //!
 //! Goldens live in `test_data/` and are blessed with `UPDATE_EXPECT=1`.
 
+#[cfg(unix)]
+mod command_line;
 mod eval;
 mod golden;
 mod log;
