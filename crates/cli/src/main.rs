@@ -135,7 +135,7 @@ fn run() -> u8 {
 }
 
 /// The signal handlers of `paddock run` and `paddock learn`: the process's, so the binary's, never the
-/// library's. (Tasks run on Linux only, for now.)
+/// library's.
 #[cfg(any(target_os = "linux", target_os = "macos"))]
 mod signals {
     use std::os::fd::{IntoRawFd, OwnedFd};
