@@ -297,8 +297,9 @@ fn purity() -> Result<()> {
     Ok(())
 }
 
-/// Type-checks the whole workspace for darwin, tests included (`--all-targets`: tests that
-/// `cfg` removes on Linux are at least compiled, and the library compiles for macOS).
+/// Type-checks and lints the whole workspace for darwin, tests included (`--all-targets`:
+/// tests that `cfg` removes on Linux are at least compiled, and the library compiles for
+/// macOS), with clippy's `-D warnings` as on Linux.
 fn darwin_check(pass: &mut Pass) -> Result<()> {
     let installed = Command::new("rustup").args(["target", "list", "--installed"]).output();
     let have = |t: &str| {
@@ -322,7 +323,17 @@ fn darwin_check(pass: &mut Pass) -> Result<()> {
         }
     }
     for target in targets {
-        run(cargo().args(["check", "--all-targets", "--target", target, "--workspace"]))?;
+        // clippy type-checks as `check` does, and holds the macOS code to the same lints.
+        run(cargo().args([
+            "clippy",
+            "--all-targets",
+            "--target",
+            target,
+            "--workspace",
+            "--",
+            "-D",
+            "warnings",
+        ]))?;
     }
     Ok(())
 }
