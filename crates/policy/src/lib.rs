@@ -56,6 +56,7 @@ mod grants;
 mod host;
 mod missing;
 mod model;
+mod notes;
 mod odd_paths;
 mod origin;
 mod path;
@@ -91,6 +92,7 @@ pub use model::{
     Allow, Deny, Entry, EnvRules, Ignore, ItemizeMode, NetworkRule, NewRepositories, PathSpec,
     Policy, Protected, ProtectedDepth, ReportRules, UnixSocketsRule,
 };
+pub use notes::{NoteHook, Notes};
 pub use origin::Origin;
 pub use path::{
     AbsPathBuf, DisplayBytes, hex, os_from_bytes, serialize_os_str, serialize_os_strings,

@@ -19,7 +19,7 @@ use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::Child;
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use crate::error::Error;
@@ -424,54 +424,4 @@ impl Control {
     }
 }
 
-/// A caller's hook handed each note as it comes.
-pub type NoteHook = Arc<dyn Fn(&str) + Send + Sync>;
-
-/// What a run has to tell its caller, gathered as it goes: nothing here prints. Each line
-/// is a sentence without the `paddock: ` prefix a CLI adds.
-#[derive(Clone, Default)]
-pub struct Notes {
-    lines: Arc<Mutex<Vec<String>>>,
-    echo: Option<NoteHook>,
-}
-
-impl std::fmt::Debug for Notes {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Notes").field("lines", &self.lines).finish_non_exhaustive()
-    }
-}
-
-impl Notes {
-    /// Notes that also hand each line to `echo` as it comes.
-    pub fn echoing(echo: NoteHook) -> Notes {
-        Notes { lines: Arc::default(), echo: Some(echo) }
-    }
-
-    /// Adds a line.
-    pub fn push(&self, line: impl Into<String>) {
-        let line = line.into();
-        if let Some(echo) = &self.echo {
-            echo(&line);
-        }
-        if let Ok(mut lines) = self.lines.lock() {
-            lines.push(line);
-        }
-    }
-
-    /// Adds lines.
-    pub fn extend(&self, lines: impl IntoIterator<Item = String>) {
-        for line in lines {
-            self.push(line);
-        }
-    }
-
-    /// The lines gathered so far, leaving none.
-    pub fn take(&self) -> Vec<String> {
-        self.lines.lock().map(|mut l| std::mem::take(&mut *l)).unwrap_or_default()
-    }
-
-    /// The lines gathered so far.
-    pub fn lines(&self) -> Vec<String> {
-        self.lines.lock().map(|l| l.clone()).unwrap_or_default()
-    }
-}
+pub use paddock_policy::{NoteHook, Notes};
