@@ -129,7 +129,7 @@ fn the_pins_of_a_deny_entry_end_at_its_write_grant() {
         "[allow]\nwrite = [\".\", \"a/b\"]\n[deny]\nread = [\"a/b/token\"]\n",
     )
     .unwrap();
-    let (o, _) = sc.probe(
+    let (o, out) = sc.probe(
         &[],
         &[
             &format!("rename:{}={}", s(&p("a/free")), s(&p("a/free2"))),
@@ -137,6 +137,7 @@ fn the_pins_of_a_deny_entry_end_at_its_write_grant() {
             &format!("exchange:{}={}", s(&p("a")), s(&p("src"))),
         ],
     );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert_allowed(&o, "rename", &format!("{}={}", s(&p("a/free")), s(&p("a/free2"))));
     assert_denied(&o, "rename", &format!("{}={}", s(&p("a/b")), s(&p("a/b2"))), &[EBUSY]);
     assert_denied(&o, "exchange", &format!("{}={}", s(&p("a")), s(&p("src"))), &[EBUSY]);

@@ -141,7 +141,11 @@ pub fn matrix(root: &Path, runs: &[SuiteRun]) -> Result<()> {
         }
         eprintln!("xtask: e2e run \"{}\"", r.name);
         let mut argv: Vec<String> = Vec::new();
-        let mut env: Vec<(String, String)> = vec![(E2E_ITEMIZE.to_owned(), r.itemize.to_owned())];
+        // No backtraces: a failing assertion's message is what CI's last lines must show.
+        let mut env: Vec<(String, String)> = vec![
+            (E2E_ITEMIZE.to_owned(), r.itemize.to_owned()),
+            ("RUST_BACKTRACE".to_owned(), "0".to_owned()),
+        ];
         env.extend(pass.env());
         let test_binary = if r.unprivileged {
             let stage = match &staged {

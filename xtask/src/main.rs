@@ -257,7 +257,10 @@ fn ci(root: &Path) -> Result<()> {
     }
     let pass = Pass::new(&skip_log_dir(), "cargo test --workspace", &facts)?;
     let mut cmd = cargo();
-    cmd.args(["test", "--workspace", "--no-fail-fast"]).env(E2E_ITEMIZE, "observe");
+    // No backtraces: a failing assertion's message is what CI's last lines must show.
+    cmd.args(["test", "--workspace", "--no-fail-fast"])
+        .env(E2E_ITEMIZE, "observe")
+        .env("RUST_BACKTRACE", "0");
     pass.apply(&mut cmd);
     run(&mut cmd)?;
     pass.finish()?;
