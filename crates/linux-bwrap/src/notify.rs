@@ -99,9 +99,7 @@ pub const MIN_KERNEL: (u32, u32) = (5, 5);
 /// Whether the running kernel can serve write notifications, or why not. The supervisor
 /// refuses observe mode (exit 125) without them rather than let notified calls hang.
 pub fn kernel_supported() -> Result<(), String> {
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map_err(|e| format!("cannot read the kernel version: {e}"))?;
-    let version = kernel_version(&release);
+    let version = kernel_version(&kernel_release()?);
     if version >= MIN_KERNEL {
         Ok(())
     } else {
@@ -110,6 +108,19 @@ pub fn kernel_supported() -> Result<(), String> {
             version.0, version.1, MIN_KERNEL.0, MIN_KERNEL.1
         ))
     }
+}
+
+/// The running kernel's release (`6.1.0-18-amd64`), from `uname(2)`: the supervisor asks
+/// inside the sandbox, whose `/proc` may be an empty tmpfs (the weaker mode).
+pub fn kernel_release() -> Result<String, String> {
+    let mut uts = std::mem::MaybeUninit::<libc::utsname>::uninit();
+    // SAFETY: uname fills the buffer it is given, of the right type; the result is checked.
+    if unsafe { libc::uname(uts.as_mut_ptr()) } != 0 {
+        return Err(format!("cannot read the kernel version: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: uname succeeded, so `release` is a NUL-terminated string in the buffer.
+    let release = unsafe { std::ffi::CStr::from_ptr(uts.assume_init_ref().release.as_ptr()) };
+    Ok(release.to_string_lossy().into_owned())
 }
 
 /// `(major, minor)` of a kernel release string such as `6.1.0-18-amd64`.

@@ -36,9 +36,7 @@ pub const MIN_KERNEL: (u32, u32) = (5, 6);
 /// Whether the running kernel can enforce path grants, or why not (then the grant is
 /// refused, never widened to every socket).
 pub fn kernel_supported() -> Result<(), String> {
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map_err(|e| format!("cannot read the kernel version: {e}"))?;
-    let version = super::kernel_version(&release);
+    let version = super::kernel_version(&super::kernel_release()?);
     if version >= MIN_KERNEL {
         Ok(())
     } else {
