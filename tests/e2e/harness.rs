@@ -301,3 +301,49 @@ pub fn abstract_canary(name: &str) {
         }
     });
 }
+
+/// Whether [`without_fresh_proc`] can make a host without a fresh `/proc` here: it needs
+/// root, and bubblewrap using a user namespace (root without one mounts a procfs whatever
+/// is masked). Skips when not.
+pub fn require_masking_proc() -> bool {
+    if !require_root("masking part of /proc in a mount namespace") {
+        return false;
+    }
+    for fact in [Fact::UsernsUnavailable, Fact::OldBwrap] {
+        if fact.of_this_pass() {
+            skip(
+                "root without a user namespace mounts a fresh /proc whatever is masked",
+                Some(fact),
+            );
+            return false;
+        }
+    }
+    true
+}
+
+/// `paddock ARGS` in the project of `sc` on a host where no fresh `/proc` can be mounted, as
+/// in a container that masks part of `/proc` (a tmpfs over one of its directories: the kernel
+/// then refuses a new procfs in a user namespace, as Docker's masked paths make it do), in
+/// a mount namespace of its own. Needs root ([`require_masking_proc`]). The runtime base is one of
+/// its own, so the probe looks again instead of trusting this machine's cache.
+pub fn without_fresh_proc(sc: &Scratch, args: &[&str]) -> Output {
+    let runtime = sc.root.join("runtime-nested");
+    let _ = std::fs::create_dir(&runtime);
+    Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "--", "sh", "-c"])
+        .arg(
+            "d=$(for p in acpi bus driver fs irq sysvipc tty; do [ -d /proc/$p ] && echo /proc/$p && break; done); \
+             mount -t tmpfs none \"$d\" && exec \"$@\"",
+        )
+        .arg("sh")
+        .arg(paddock_bin())
+        .args(args)
+        .current_dir(&sc.project)
+        .env("HOME", &sc.home)
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .env("PADDOCK_ITEMIZE", itemize_mode())
+        .env_remove("PADDOCK_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}

@@ -110,6 +110,47 @@ fn weaker_when_nested_never_exposes_the_host_proc_fsr05() {
     assert!(count <= 5, "more pids than the sandbox's own: {text}");
 }
 
+/// FSR-05 in the mode it is about: a host where no fresh `/proc` can be mounted, as in a
+/// container that masks part of `/proc` (a tmpfs over `/proc/acpi`: the kernel then refuses
+/// a new procfs in a user namespace, as Docker's masked paths make it do). paddock must run
+/// the task only with `weaker-when-nested = true`, with an empty `/proc`, never the host's.
+#[test]
+fn weaker_when_nested_on_a_host_without_a_fresh_proc_masks_proc_fsr05() {
+    if !require_os_sandbox() || !require_masking_proc() {
+        return;
+    }
+    let sc = Scratch::new("fsr05m");
+    let marker = format!("{}", 820_000 + std::process::id() % 1000);
+    let mut host = std::process::Command::new("sleep").arg(&marker).spawn().unwrap();
+    let h = s(&sc.home);
+    let script = format!(
+        "ls /proc | grep -c '^[0-9]'; ls -A /proc | wc -l; for d in /proc/[0-9]*; do cat $d/cmdline; echo; \
+         cat $d/cwd/../.ssh/id_canary $d/root{h}/.ssh/id_canary; done 2>/dev/null; echo ran"
+    );
+    let masked_run = |config: &str| {
+        std::fs::write(sc.project.join("paddock.toml"), config).unwrap();
+        without_fresh_proc(&sc, &["run", "--", "sh", "-c", &script])
+    };
+    // Without the opt-in: refused before anything runs, saying why and what to set.
+    let out = masked_run("");
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("ran"), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("weaker-when-nested"), "{out:?}");
+    // With it: the task runs with an empty /proc and says what is weakened.
+    let out = masked_run("weaker-when-nested = true\n");
+    host.kill().unwrap();
+    host.wait().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("ran"), "the task did not run: {out:?}");
+    assert!(stderr.contains("weaker"), "the weakened walls are not named: {stderr}");
+    assert!(!text.contains(CANARY), "a secret through /proc: {text}");
+    assert!(!text.contains(&marker), "a host process is visible: {text}");
+    let mut counts = text.lines().take(2).map(|l| l.trim().parse::<u32>().unwrap_or(99));
+    assert_eq!(counts.next(), Some(0), "pids listed in the masked /proc: {text}");
+    assert_eq!(counts.next(), Some(0), "the masked /proc is not empty: {text}");
+}
+
 #[test]
 fn inherited_directory_fds_do_not_reach_the_task_fsr06() {
     if !require_os_sandbox() {

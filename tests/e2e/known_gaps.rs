@@ -30,9 +30,11 @@ pub const GAPS: &[(&str, &str)] = &[
          (Landlock scopes it out), and reports still come from strace's pipe alone",
     ),
     (
-        "SYM-03",
-        "bwrap 0.8 has no --bind-fd: grants are bound by path after realpath, so a concurrent \
-         host-side swap of a granted dir for a symlink races the mount",
+        "UNX-04",
+        "a unix socket granted by path is enforced by the supervisor (seccomp notifications, \
+         pidfd_getfd, /proc), not by mounts and a network namespace: where that cannot work \
+         (no fresh /proc, strace inside the sandbox, Linux before 5.6) the grant is refused \
+         with exit 125, never widened",
     ),
     (
         "TTY-04",
@@ -144,24 +146,28 @@ fn fsw13_dev_is_a_writable_private_tmpfs() {
 }
 
 #[test]
-fn sym03_grants_are_bound_by_path_not_by_fd() {
-    if !require_os_sandbox() {
+fn unx04_path_grants_are_refused_without_a_fresh_proc() {
+    if !require_os_sandbox() || !require_masking_proc() {
         return;
     }
-    gap("SYM-03");
-    let s = Scratch::new("sym03");
-    std::fs::create_dir(s.project.join("build")).unwrap();
+    gap("UNX-04");
+    let s = Scratch::new("unx04gap");
+    std::fs::write(s.project.join("paddock.toml"), "weaker-when-nested = true\n").unwrap();
+    let sock = s.project.join("agent.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let sock = sock.to_str().unwrap();
+    // Today: refused, naming the fix. Enforcing it here (by mounts) turns this red.
+    let out = without_fresh_proc(&s, &["run", "--allow-unix-socket", sock, "--", "echo", "ran"]);
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("ran"), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("fresh /proc"), "{out:?}");
+    // The same grant with a fresh /proc runs.
     let out = s
         .paddock()
-        .args(["plan", "--json", "--allow-write", "build", "--", "true"])
+        .args(["run", "--allow-unix-socket", sock, "--", "echo", "ran"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let text = String::from_utf8_lossy(&out.stdout);
-    // Today: binds by path (the gap); the fix passes --bind-fd or refuses an old bwrap.
-    assert!(!text.contains("--bind-fd"), "gap closed? update the table");
-    let out = s.paddock().args(["run", "--allow-write", "build", "--", "true"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "paddock now refuses this bwrap? {out:?}");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
 }
 
 #[test]

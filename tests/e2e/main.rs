@@ -17,6 +17,8 @@ mod deny_pins;
 mod fs_walls;
 #[cfg(target_os = "linux")]
 mod git_config;
+#[cfg(target_os = "linux")]
+mod grant_race;
 mod hard_links;
 mod harness;
 #[cfg(target_os = "linux")]

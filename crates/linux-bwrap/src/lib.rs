@@ -42,6 +42,7 @@ mod error;
 pub mod fdpass;
 #[cfg(target_os = "linux")]
 mod launch;
+pub mod mount_ids;
 pub mod nolibc;
 #[cfg(target_os = "linux")]
 pub mod notify;

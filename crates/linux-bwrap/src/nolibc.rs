@@ -14,7 +14,7 @@
 //! NUL-terminated fields, in this order, each a byte string that cannot hold a NUL:
 //!
 //! ```text
-//! paddock-exec-payload  VERSION  CWD  SECCOMP_FD  SIGNAL_FD|-  PROGRAM
+//! paddock-exec-payload  VERSION  CWD  SECCOMP_FD  SIGNAL_FD|-  MOUNT_IDS_FD|-  PROGRAM
 //! ARGC  ARG...  ENVC  KEY=VALUE...
 //! ```
 //!
@@ -58,9 +58,11 @@ pub fn encode(p: &SupervisorPayload) -> Option<Vec<u8>> {
     field(p.version.as_bytes())?;
     field(p.cwd.0.as_encoded_bytes())?;
     field(number(usize::try_from(p.seccomp_fd).ok()?).as_bytes())?;
-    match p.signal_fd {
-        Some(fd) => field(number(usize::try_from(fd).ok()?).as_bytes())?,
-        None => field(b"-")?,
+    for fd in [p.signal_fd, p.mount_ids_fd] {
+        match fd {
+            Some(fd) => field(number(usize::try_from(fd).ok()?).as_bytes())?,
+            None => field(b"-")?,
+        }
     }
     field(p.program.0.as_encoded_bytes())?;
     field(number(p.args.len()).as_bytes())?;
@@ -148,7 +150,7 @@ mod tests {
     fn a_plain_payload_is_its_fields_each_ended_by_a_nul() {
         let bytes = encode(&plain()).unwrap();
         expect_test::expect![[r#"
-            "paddock-exec-payload\01.2.3\0/work/p\05\06\0sh\03\0sh\0-c\0echo é\01\0PATH=/usr/bin:/bin\0"
+            "paddock-exec-payload\01.2.3\0/work/p\05\06\0-\0sh\03\0sh\0-c\0echo é\01\0PATH=/usr/bin:/bin\0"
         "#]]
         .assert_debug_eq(&String::from_utf8(bytes).unwrap());
         let no_channel = encode(&SupervisorPayload { signal_fd: None, ..plain() }).unwrap();

@@ -164,6 +164,45 @@ impl BwrapOp {
     }
 }
 
+/// The paths the supervisor checks again once bwrap has mounted them (see
+/// [`crate::mount_ids`]): each bind of a path onto itself at or under a writable one (where
+/// a task, this one or a concurrent one, could swap it for a link), except `/`, a path at
+/// or under one of `unverified` (the placeholders the runner makes, links as planned), and
+/// one a later mount of something else covers (at it or above it). In mount order,
+/// without repeats.
+pub fn verified_binds(ops: &[BwrapOp], unverified: &[AbsPathBuf]) -> Vec<AbsPathBuf> {
+    fn same_path(op: &BwrapOp) -> Option<&AbsPathBuf> {
+        match op {
+            BwrapOp::Bind { src, dest } | BwrapOp::RoBind { src, dest } => {
+                (src == dest).then_some(dest)
+            }
+            _ => None,
+        }
+    }
+    let writable: Vec<&AbsPathBuf> =
+        ops.iter().filter(|op| matches!(op, BwrapOp::Bind { .. })).filter_map(same_path).collect();
+    let mut out: Vec<AbsPathBuf> = Vec::new();
+    for (i, op) in ops.iter().enumerate() {
+        let Some(path) = same_path(op) else { continue };
+        if path.as_path() == std::path::Path::new("/")
+            || !writable.iter().any(|w| path.starts_with(w))
+            || unverified.iter().any(|m| path.starts_with(m))
+            || out.contains(path)
+        {
+            continue;
+        }
+        let covered = ops[i + 1..].iter().any(|later| {
+            !matches!(later, BwrapOp::RemountRo { .. })
+                && same_path(later).is_none()
+                && later.dest().is_some_and(|d| path.starts_with(d))
+        });
+        if !covered {
+            out.push(path.clone());
+        }
+    }
+    out
+}
+
 /// The bwrap arguments of a list of ops, in order.
 pub fn to_args(ops: &[BwrapOp]) -> Vec<OsString> {
     let mut out = Vec::new();

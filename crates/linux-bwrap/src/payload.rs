@@ -122,6 +122,11 @@ pub struct SupervisorPayload {
     /// task (see `trace::inside`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strace_inside: Option<StraceInside>,
+    /// The descriptor holding the identities of the paths bwrap bound onto themselves,
+    /// stamped by the runner: the supervisor checks them before the task starts and refuses
+    /// to start it on a difference (see [`crate::mount_ids`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mount_ids_fd: Option<i32>,
 }
 
 /// One granted unix socket: the names a task's address may resolve to, and the path the
@@ -225,6 +230,7 @@ mod tests {
                 args: vec![Bytes("-f".into()), Bytes("--".into())],
                 log_fd: 9,
             }),
+            mount_ids_fd: Some(10),
         };
         let back = SupervisorPayload::from_bytes(&p.to_bytes(), 4).unwrap();
         assert_eq!(back, p);

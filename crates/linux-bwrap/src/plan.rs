@@ -20,10 +20,11 @@
 use std::ffi::OsString;
 
 use paddock_policy::{
-    AbsPathBuf, Backend, Error, HostFacts, NetworkPolicy, ObserverPlan, Payload, Placeholder,
-    ResolvedPolicy, SpawnPlan, Task, UnixSockets,
+    AbsPathBuf, Backend, Error, FileKind, HostFacts, NetworkPolicy, ObserverPlan, Payload,
+    Placeholder, ResolvedPolicy, SpawnPlan, Task, UnixSockets,
 };
 
+use crate::mount_ids::MOUNT_IDS_FD;
 use crate::ops::{self, BwrapOp, MountInputs, ProcMode};
 use crate::payload::{Bytes, SupervisorPayload, UnixSocketGrant};
 use crate::seccomp;
@@ -210,6 +211,34 @@ impl Backend for LinuxBwrap {
         all.extend(net.mounts);
         // And the supervisor last of all (see `bwrap_argv`).
         all.push(ops::supervisor_op(&inputs));
+        let placeholders = {
+            let mut p = ops::placeholders(policy);
+            for extra in ops::missing_deny_placeholders(policy) {
+                if !p.iter().any(|o| o.path == extra.path) {
+                    p.push(extra);
+                }
+            }
+            p.sort_by(|a, b| a.path.cmp(&b.path));
+            if uses_masked {
+                // Created empty with mode 0000 by the runner (every file placeholder is),
+                // so a task without capabilities gets EACCES reading a hidden file.
+                p.push(Placeholder { path: inputs.masked_file.clone(), dir: false });
+            }
+            p
+        };
+        // Not verified: the placeholders the runner makes, and the paths that were links
+        // when planned (bwrap binds their targets: `/bin -> usr/bin` of a carve-out).
+        let mut unverified: Vec<AbsPathBuf> = placeholders.iter().map(|p| p.path.clone()).collect();
+        let links = policy
+            .read_deny
+            .iter()
+            .flat_map(|a| &a.exceptions)
+            .filter(|e| e.kind == FileKind::Symlink)
+            .map(|e| &e.path);
+        let link_grants =
+            policy.write.iter().filter(|g| g.kind == FileKind::Symlink).map(|g| &g.path);
+        unverified.extend(links.chain(link_grants).cloned());
+        let verified = ops::verified_binds(&all, &unverified);
         let mut args_bytes = Vec::new();
         for arg in ops::to_args(&all) {
             args_bytes.extend_from_slice(arg.as_encoded_bytes());
@@ -259,13 +288,21 @@ impl Backend for LinuxBwrap {
             unix_abstract_shared: matches!(policy.network, NetworkPolicy::On),
             wait_for_tracer: false,
             strace_inside: None,
+            mount_ids_fd: (!verified.is_empty()).then_some(MOUNT_IDS_FD),
         };
 
-        let payloads = vec![
+        let mut payloads = vec![
             Payload { name: "bwrap-args".to_owned(), fd: ARGS_FD, bytes: args_bytes },
             Payload { name: "supervisor".to_owned(), fd: SUPERVISOR_FD, bytes: payload.to_bytes() },
             Payload { name: "seccomp-bpf".to_owned(), fd: SECCOMP_FD, bytes: bpf },
         ];
+        if !verified.is_empty() {
+            payloads.push(Payload {
+                name: crate::mount_ids::PAYLOAD_NAME.to_owned(),
+                fd: MOUNT_IDS_FD,
+                bytes: crate::mount_ids::request(&verified),
+            });
+        }
 
         Ok(SpawnPlan {
             backend: BACKEND_NAME,
@@ -278,21 +315,7 @@ impl Backend for LinuxBwrap {
             payloads,
             signal_fd: Some(SIGNAL_FD),
             bridges: net.bridges,
-            placeholders: {
-                let mut p = ops::placeholders(policy);
-                for extra in ops::missing_deny_placeholders(policy) {
-                    if !p.iter().any(|o| o.path == extra.path) {
-                        p.push(extra);
-                    }
-                }
-                p.sort_by(|a, b| a.path.cmp(&b.path));
-                if uses_masked {
-                    // Created empty with mode 0000 by the runner (every file placeholder is),
-                    // so a task without capabilities gets EACCES reading a hidden file.
-                    p.push(Placeholder { path: inputs.masked_file.clone(), dir: false });
-                }
-                p
-            },
+            placeholders,
             diagnostics,
             observer,
         })

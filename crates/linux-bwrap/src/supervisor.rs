@@ -271,6 +271,11 @@ fn run(args: &[OsString]) -> Result<i32, String> {
     let payload = SupervisorPayload::from_bytes(&read_fd(payload_fd)?, payload_fd)
         .map_err(|e| e.to_string())?;
     same_version(&payload.version)?;
+    // Everything is mounted: each bound path must still be what the runner recorded
+    // (SYM-03), or the task does not run.
+    if let Some(fd) = payload.mount_ids_fd {
+        crate::mount_ids::verify(&read_fd(fd)?)?;
+    }
     // Before the program is read: the shim reads it again from the same descriptor.
     let tracer = match &payload.strace_inside {
         Some(_) if !payload.unix_socket_grants.is_empty() => {

@@ -662,3 +662,44 @@ fn a_path_grant_binds_its_socket_passes_it_to_the_supervisor_and_keeps_datagrams
         .to_string();
     assert!(e.contains("allow.unix-sockets") && e.contains("fresh /proc"), "{e}");
 }
+
+/// SYM-03: the paths bound onto themselves are re-verified by the supervisor; placeholders
+/// the runner makes, `/` and what a later mount covers are not.
+#[test]
+fn the_paths_bound_onto_themselves_are_listed_for_the_supervisor_to_verify() {
+    let plan = LinuxBwrap.plan(&policy(), &task(), &facts()).unwrap();
+    let request = plan.payloads.iter().find(|p| p.fd == crate::mount_ids::MOUNT_IDS_FD).unwrap();
+    assert_eq!(request.name, crate::mount_ids::PAYLOAD_NAME);
+    let paths = crate::mount_ids::parse_request(&request.bytes).unwrap();
+    assert_eq!(
+        paths,
+        [
+            "/home/u/proj",
+            "/home/u/proj/.git",
+            "/home/u/proj/.git/config",
+            "/home/u/proj/.git/hooks"
+        ]
+        .map(std::ffi::OsString::from)
+    );
+    let sup = plan.payloads.iter().find(|p| p.fd == crate::SUPERVISOR_FD).unwrap();
+    let sup = crate::payload::SupervisorPayload::from_bytes(&sup.bytes, sup.fd).unwrap();
+    assert_eq!(sup.mount_ids_fd, Some(crate::mount_ids::MOUNT_IDS_FD));
+
+    // A grant a later mount of something else covers (a deny anchor on it) is not listed.
+    use crate::ops::BwrapOp;
+    let p = |s: &str| abs(s);
+    let ops = [
+        BwrapOp::RoBind { src: p("/"), dest: p("/") },
+        BwrapOp::Bind { src: p("/w/a"), dest: p("/w/a") },
+        BwrapOp::Bind { src: p("/w/b"), dest: p("/w/b") },
+        BwrapOp::Bind { src: p("/w/c"), dest: p("/w/c") },
+        BwrapOp::Tmpfs { dest: p("/w/b") },
+        BwrapOp::RoBind { src: p("/w/c"), dest: p("/w/c") },
+        BwrapOp::RemountRo { dest: p("/w/c") },
+        BwrapOp::RoBind { src: p("/w/a/made"), dest: p("/w/a/made") },
+        BwrapOp::RoBind { src: p("/run/masked"), dest: p("/w/a/secret") },
+        // Read-only and under nothing writable: no task can swap it.
+        BwrapOp::RoBind { src: p("/usr"), dest: p("/usr") },
+    ];
+    assert_eq!(crate::ops::verified_binds(&ops, &[p("/w/a/made")]), [p("/w/a"), p("/w/c")]);
+}

@@ -194,6 +194,9 @@ pub fn spawn_with(
     });
     // An unfitting one is killed first: it never sees this plan's placeholders.
     let prespawned = prespawned.filter(|_| fits);
+    // What the bound paths are, recorded now, before bwrap can read its arguments: the
+    // supervisor checks them once everything is mounted (SYM-03).
+    let plan = &*crate::mount_ids::stamped_plan(plan).map_err(crate::Error::run)?;
     let placeholders = Placeholders::create(&plan.placeholders, runtime_dir)?;
     if let Some(pre) = prespawned {
         let (child, signal_tx) = pre.complete(plan)?;

@@ -74,7 +74,11 @@ impl Prespawned {
         let mut keep: Vec<OwnedFd> = vec![args_r];
         let mut pairs: Vec<(RawFd, RawFd)> = vec![(keep[0].as_raw_fd(), ARGS_FD)];
         let mut payloads = Vec::new();
-        for (name, fd) in [("supervisor", SUPERVISOR_FD), ("seccomp-bpf", SECCOMP_FD)] {
+        for (name, fd) in [
+            ("supervisor", SUPERVISOR_FD),
+            ("seccomp-bpf", SECCOMP_FD),
+            (crate::mount_ids::PAYLOAD_NAME, crate::mount_ids::MOUNT_IDS_FD),
+        ] {
             let memfd = crate::runtime::exec::memfd_with(name, &[])?;
             pairs.push((memfd.as_raw_fd(), fd));
             payloads.push((fd, File::from(memfd)));

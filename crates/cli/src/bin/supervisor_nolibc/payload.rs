@@ -24,6 +24,9 @@ pub struct Payload<'a> {
     pub seccomp_fd: c_int,
     /// The descriptor polite signals arrive on, if any.
     pub signal_fd: Option<c_int>,
+    /// The descriptor holding the bound paths' identities, if any (see
+    /// `paddock_linux_bwrap::mount_ids`).
+    pub mount_ids_fd: Option<c_int>,
     /// The program as given (looked up in `PATH` when it has no `/`).
     pub program: &'a CStr,
     /// argv, NULL-terminated.
@@ -85,6 +88,10 @@ pub fn parse(buf: &[u8]) -> Result<Payload<'_>, &'static str> {
         b"-" => None,
         digits => Some(parse_int(digits).ok_or("a malformed signal descriptor")?),
     };
+    let mount_ids_fd = match fields.next("no mount identities descriptor")?.to_bytes() {
+        b"-" => None,
+        digits => Some(parse_int(digits).ok_or("a malformed mount identities descriptor")?),
+    };
     let program = fields.next("no program")?;
     let argc = fields.number("no argument count")?;
     let argv = fields.array(argc as usize, "fewer arguments than counted")?;
@@ -98,5 +105,95 @@ pub fn parse(buf: &[u8]) -> Result<Payload<'_>, &'static str> {
         let var = unsafe { CStr::from_ptr(var.cast()) }.to_bytes();
         var.strip_prefix(b"PATH=")
     });
-    Ok(Payload { version, cwd, seccomp_fd, signal_fd, program, argv, envp, path })
+    Ok(Payload { version, cwd, seccomp_fd, signal_fd, mount_ids_fd, program, argv, envp, path })
+}
+
+/// The first field of stamped mount identities (`paddock_linux_bwrap::mount_ids`).
+pub const MOUNT_IDS_MAGIC: &[u8] = b"paddock-mount-ids";
+/// The first field of a request the runner never stamped.
+pub const MOUNT_PATHS_MAGIC: &[u8] = b"paddock-mount-paths";
+
+/// A decimal `u64` of at most twenty digits.
+fn parse_u64(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() || digits.len() > 20 {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |n, &d| {
+        d.is_ascii_digit().then_some(())?;
+        n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })
+}
+
+/// Checks each stamped path against `id_of` (its device, inode and mount id now, not
+/// following a symlink at its end): `Ok` when each is the same file and a mount point (its
+/// mount is not its parent's; not checked where the kernel gives no mount ids), else the
+/// path that differs (or what is malformed).
+pub fn check_mount_ids<'a>(
+    buf: &'a [u8],
+    id_of: impl Fn(&CStr) -> Option<(u64, u64, Option<u64>)>,
+) -> Result<(), MountIdsError<'a>> {
+    let mut fields = Fields { rest: buf };
+    let magic = fields.next("no mount identities").map_err(MountIdsError::Malformed)?;
+    if magic.to_bytes() == MOUNT_PATHS_MAGIC {
+        return Err(MountIdsError::Malformed(
+            "the mount identities were never recorded (the runner did not stamp them)",
+        ));
+    }
+    if magic.to_bytes() != MOUNT_IDS_MAGIC {
+        return Err(MountIdsError::Malformed("not mount identities"));
+    }
+    let count = fields.number("no mount identity count").map_err(MountIdsError::Malformed)?;
+    let mut scratch = [0u8; PATH_MAX];
+    for _ in 0..count {
+        let bad = "a malformed mount identity";
+        let path = fields.next(bad).map_err(MountIdsError::Malformed)?;
+        let dev = fields.next(bad).ok().and_then(|f| parse_u64(f.to_bytes()));
+        let ino = fields.next(bad).ok().and_then(|f| parse_u64(f.to_bytes()));
+        let (Some(dev), Some(ino)) = (dev, ino) else {
+            return Err(MountIdsError::Malformed(bad));
+        };
+        let parent = parent_of(path, &mut scratch).and_then(&id_of);
+        let same = match (id_of(path), parent) {
+            (Some((d, i, mnt)), Some((_, _, parent_mnt))) => {
+                let mounted = match (mnt, parent_mnt) {
+                    (Some(m), Some(p)) => m != p,
+                    _ => true,
+                };
+                (d, i) == (dev, ino) && mounted
+            }
+            _ => false,
+        };
+        if !same {
+            return Err(MountIdsError::Differs(path));
+        }
+    }
+    if !fields.rest.is_empty() {
+        return Err(MountIdsError::Malformed("more mount identities than counted"));
+    }
+    Ok(())
+}
+
+/// Why [`check_mount_ids`] refused.
+#[derive(Debug, PartialEq, Eq)]
+pub enum MountIdsError<'a> {
+    /// The payload is not stamped identities.
+    Malformed(&'static str),
+    /// This path is not what the runner recorded.
+    Differs(&'a CStr),
+}
+
+/// The longest path whose parent [`parent_of`] can name.
+const PATH_MAX: usize = 4096;
+
+/// The directory above absolute `path` (`/` for `/x`), NUL-terminated in `scratch`.
+fn parent_of<'s>(path: &CStr, scratch: &'s mut [u8; PATH_MAX]) -> Option<&'s CStr> {
+    let bytes = path.to_bytes();
+    let cut = bytes.iter().rposition(|&b| b == b'/')?;
+    let parent = if cut == 0 { &b"/"[..] } else { &bytes[..cut] };
+    if parent.len() >= PATH_MAX {
+        return None;
+    }
+    scratch[..parent.len()].copy_from_slice(parent);
+    scratch[parent.len()] = 0;
+    CStr::from_bytes_with_nul(&scratch[..=parent.len()]).ok()
 }

@@ -99,6 +99,23 @@ fn run(argv: &[&CStr]) -> Result<c_int, Failure> {
     let payload = payload::parse(bytes)
         .map_err(|why| fail!("supervisor payload on fd {payload_fd}: {why}"))?;
     same_version(payload.version)?;
+    // Everything is mounted: each bound path must still be what the runner recorded
+    // (SYM-03), or the task does not run.
+    if let Some(fd) = payload.mount_ids_fd {
+        let ids = arena::read_all(fd)
+            .map_err(|Errno(e)| fail!("cannot read payload fd {fd}: errno {e}"))?;
+        let id_of = |path: &CStr| sys::statx_id(path.as_ptr().cast()).ok();
+        match payload::check_mount_ids(ids, id_of) {
+            Ok(()) => {}
+            Err(payload::MountIdsError::Malformed(why)) => return Err(fail!("{why}")),
+            Err(payload::MountIdsError::Differs(path)) => {
+                let mut msg = Message::new();
+                msg.bytes(path.to_bytes());
+                msg.bytes(b" is not what paddock granted (it was replaced while the sandbox was being set up); refusing to run the task. Run again once nothing else changes it");
+                return Err(Failure(msg));
+            }
+        }
+    }
     let bpf = arena::read_all(payload.seccomp_fd)
         .map_err(|Errno(e)| fail!("cannot read payload fd {}: errno {e}", payload.seccomp_fd))?;
     if bpf.is_empty() {

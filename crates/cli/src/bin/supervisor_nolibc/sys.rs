@@ -157,6 +157,25 @@ pub fn chdir(path: *const u8) -> Result<(), Errno> {
     call!(libc::SYS_chdir, path).map(drop)
 }
 
+/// `statx(path)` without following a symlink at its end: the device, the inode and, when
+/// the kernel says it (5.8 and later), the mount's id.
+pub fn statx_id(path: *const u8) -> Result<(u64, u64, Option<u64>), Errno> {
+    let mut stx = core::mem::MaybeUninit::<libc::statx>::uninit();
+    let mask = libc::STATX_INO | libc::STATX_MNT_ID;
+    let flags = libc::AT_SYMLINK_NOFOLLOW;
+    call!(libc::SYS_statx, libc::AT_FDCWD, path, flags, mask, stx.as_mut_ptr())?;
+    // SAFETY: statx succeeded and filled the buffer.
+    let stx = unsafe { stx.assume_init() };
+    // The kernel's encoding of a device number (`makedev`), as `stat`'s `st_dev` has it.
+    let (major, minor) = (u64::from(stx.stx_dev_major), u64::from(stx.stx_dev_minor));
+    let dev = ((major & 0xffff_f000) << 32)
+        | ((major & 0xfff) << 8)
+        | ((minor & 0xffff_ff00) << 12)
+        | (minor & 0xff);
+    let mnt = (stx.stx_mask & libc::STATX_MNT_ID != 0).then_some(stx.stx_mnt_id);
+    Ok((dev, stx.stx_ino, mnt))
+}
+
 /// Whether `path` may exist: false only when `stat` says it does not (ENOENT, ENOTDIR).
 pub fn may_exist(path: *const u8) -> bool {
     let mut st = core::mem::MaybeUninit::<libc::stat>::uninit();

@@ -124,3 +124,52 @@ fn messages_are_cut_to_their_buffer() {
     msg.bytes(&[b'x'; 2000]);
     assert_eq!(msg.as_bytes().len(), 1024);
 }
+
+#[test]
+fn mount_identities_are_read_as_the_runner_writes_them_and_each_must_be_a_mount_point() {
+    use paddock_linux_bwrap::mount_ids::{MountId, encode as encode_ids, request};
+    use payload::{MountIdsError, check_mount_ids};
+    let p = paddock_linux_bwrap::payload::SupervisorPayload {
+        mount_ids_fd: Some(9),
+        ..payload("sh", None)
+    };
+    assert_eq!(parse(&encode(&p).unwrap()).unwrap().mount_ids_fd, Some(9));
+    let ids = encode_ids(&[
+        MountId { path: "/p/build".into(), dev: 7, ino: 42 },
+        MountId { path: "/x".into(), dev: 7, ino: 43 },
+    ]);
+    // Device, inode and mount as the runner recorded and bwrap mounted them.
+    let world = |path: &CStr| match path.to_bytes() {
+        b"/p/build" => Some((7, 42, Some(3))),
+        b"/p" => Some((7, 40, Some(2))),
+        b"/x" => Some((7, 43, Some(4))),
+        b"/" => Some((7, 2, Some(1))),
+        _ => None,
+    };
+    assert_eq!(check_mount_ids(&ids, world), Ok(()));
+    // Another file there (a symlink, a new directory): refused, naming it.
+    let swapped = |path: &CStr| {
+        if path.to_bytes() == b"/p/build" { Some((7, 99, Some(3))) } else { world(path) }
+    };
+    assert!(
+        matches!(check_mount_ids(&ids, swapped), Err(MountIdsError::Differs(p)) if p.to_bytes() == b"/p/build")
+    );
+    // The same file, but bwrap's mount landed elsewhere (no mount of its own there).
+    let unmounted = |path: &CStr| {
+        if path.to_bytes() == b"/p/build" { Some((7, 42, Some(2))) } else { world(path) }
+    };
+    assert!(matches!(check_mount_ids(&ids, unmounted), Err(MountIdsError::Differs(_))));
+    // Gone: refused. A kernel without mount ids: the identity alone.
+    assert!(check_mount_ids(&ids, |_| None).is_err());
+    let no_mnt = |path: &CStr| world(path).map(|(d, i, _)| (d, i, None));
+    assert_eq!(check_mount_ids(&ids, no_mnt), Ok(()));
+    // A request the runner never stamped, cut short, or padded: refused.
+    let unstamped = request(&[paddock_policy::AbsPathBuf::new_lexical("/p/build").unwrap()]);
+    assert!(
+        matches!(check_mount_ids(&unstamped, world), Err(MountIdsError::Malformed(w)) if w.contains("never recorded"))
+    );
+    for cut in 1..ids.len() {
+        assert!(check_mount_ids(&ids[..cut], world).is_err(), "cut at {cut}");
+    }
+    assert!(check_mount_ids(&[&ids[..], b"x\0"].concat(), world).is_err());
+}
