@@ -181,6 +181,53 @@ pub fn write(file: &Path, root: &[u8], digest: u64, records: &[DirRecord]) {
         _ => return,
     }
     let _ = crate::probe::replace_private_file(file, &out);
+    prune(dir, MAX_FILES);
+}
+
+/// The most projects whose records are kept: past it, [`prune`] drops records.
+const MAX_FILES: usize = 1024;
+
+/// Keeps `dir` from growing without bound (every throw-away project a test suite runs in
+/// leaves a file): with more than `max` files, the records of projects that no longer
+/// exist go first, then the least recently written, down to three quarters of `max`, so
+/// that the next pruning is `max / 4` new projects away. Best effort, like the cache.
+pub fn prune(dir: &Path, max: usize) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let files: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+    if files.len() <= max {
+        return;
+    }
+    let keep = max - max / 4;
+    let mut alive: Vec<(std::time::SystemTime, PathBuf)> = Vec::new();
+    for file in files {
+        if root_of(&file).is_some_and(|root| !root.exists()) {
+            let _ = std::fs::remove_file(&file);
+            continue;
+        }
+        let written = std::fs::symlink_metadata(&file).and_then(|m| m.modified());
+        alive.push((written.unwrap_or(std::time::UNIX_EPOCH), file));
+    }
+    if alive.len() > keep {
+        alive.sort();
+        for (_, file) in &alive[..alive.len() - keep] {
+            let _ = std::fs::remove_file(file);
+        }
+    }
+}
+
+/// The project a records file is of, read from its header alone.
+fn root_of(file: &Path) -> Option<PathBuf> {
+    use std::io::Read;
+    use std::os::unix::ffi::OsStrExt;
+    let mut head = Vec::new();
+    // A path is at most 4096 bytes: the magic, the digest and the length come first.
+    std::fs::File::open(file).ok()?.take(8 + 8 + 8 + 4096).read_to_end(&mut head).ok()?;
+    let mut r = Reader { bytes: &head, at: 0 };
+    if r.take(8)? != MAGIC {
+        return None;
+    }
+    r.u64()?;
+    Some(PathBuf::from(std::ffi::OsStr::from_bytes(r.bytes()?)))
 }
 
 #[cfg(test)]
@@ -209,6 +256,45 @@ mod tests {
         bytes.pop();
         std::fs::write(&file, bytes).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(read(&file, b"/p", 7), None, "a truncated file is not trusted");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn pruning_drops_gone_projects_first_then_the_oldest() {
+        let dir = std::env::temp_dir().join(format!("paddock-walkprune-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("alive")).unwrap_or_else(|e| panic!("{e}"));
+        let records = dir.join("walks");
+        let alive = |i: usize| dir.join("alive").join(i.to_string());
+        // Eight live projects (written oldest first) and four that are gone.
+        for i in 0..8 {
+            std::fs::create_dir(alive(i)).unwrap_or_else(|e| panic!("{e}"));
+            let root = alive(i);
+            let file = file_for(&records, &root);
+            write(&file, root.as_os_str().as_encoded_bytes(), 1, &[]);
+            let when = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000 + i as u64);
+            std::fs::File::options()
+                .write(true)
+                .open(&file)
+                .and_then(|f| f.set_modified(when))
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        for i in 0..4 {
+            let root = dir.join(format!("gone{i}"));
+            write(&file_for(&records, &root), root.as_os_str().as_encoded_bytes(), 1, &[]);
+        }
+        let count = || std::fs::read_dir(&records).map(|d| d.count()).unwrap_or(0);
+        prune(&records, 12);
+        assert_eq!(count(), 12, "at the limit nothing goes");
+        prune(&records, 10);
+        // Down to 8 (three quarters of 10, rounded up): the four gone projects went first,
+        // and no live one had to.
+        assert_eq!(count(), 8);
+        assert!((0..8).all(|i| file_for(&records, &alive(i)).exists()));
+        prune(&records, 4);
+        // Down to 3: the five oldest live ones went.
+        let left: Vec<usize> = (0..8).filter(|&i| file_for(&records, &alive(i)).exists()).collect();
+        assert_eq!(left, [5, 6, 7]);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
