@@ -324,11 +324,9 @@ pub fn require_masking_proc() -> bool {
 /// `paddock ARGS` in the project of `sc` on a host where no fresh `/proc` can be mounted, as
 /// in a container that masks part of `/proc` (a tmpfs over one of its directories: the kernel
 /// then refuses a new procfs in a user namespace, as Docker's masked paths make it do), in
-/// a mount namespace of its own. Needs root ([`require_masking_proc`]). The runtime base is one of
-/// its own, so the probe looks again instead of trusting this machine's cache.
+/// a mount namespace of its own. Needs root ([`require_masking_proc`]). The probe's cache
+/// is per mount namespace, so paddock looks at this host afresh.
 pub fn without_fresh_proc(sc: &Scratch, args: &[&str]) -> Output {
-    let runtime = sc.root.join("runtime-nested");
-    let _ = std::fs::create_dir(&runtime);
     Command::new("unshare")
         .args(["--mount", "--propagation", "private", "--", "sh", "-c"])
         .arg(
@@ -340,7 +338,6 @@ pub fn without_fresh_proc(sc: &Scratch, args: &[&str]) -> Output {
         .args(args)
         .current_dir(&sc.project)
         .env("HOME", &sc.home)
-        .env("XDG_RUNTIME_DIR", &runtime)
         .env("PADDOCK_ITEMIZE", itemize_mode())
         .env_remove("PADDOCK_LOG")
         .stdin(Stdio::null())

@@ -62,7 +62,19 @@ use paddock_test_support::Fact;
 
 use crate::skips::Pass;
 
-fn main() -> Result<()> {
+fn main() -> std::process::ExitCode {
+    // The error alone, never a backtrace of xtask itself (CI environments set
+    // RUST_BACKTRACE): the last lines of a failed run must be what failed.
+    match run_xtask() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_xtask() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let root = project_root();
     // Where `cargo xtask` was started: paths given on its command line are relative to it.
