@@ -324,10 +324,15 @@ pub fn require_masking_proc() -> bool {
 /// `paddock ARGS` in the project of `sc` on a host where no fresh `/proc` can be mounted, as
 /// in a container that masks part of `/proc` (a tmpfs over one of its directories: the kernel
 /// then refuses a new procfs in a user namespace, as Docker's masked paths make it do), in
-/// a mount namespace of its own. Needs root ([`require_masking_proc`]). The probe's cache
-/// is per mount namespace, so paddock looks at this host afresh.
+/// a mount namespace of its own. Needs root ([`require_masking_proc`]). The runtime base is
+/// one of its own (short enough for sockets, which a path in the scratch dir may not be):
+/// the probe's cache of this machine says a fresh `/proc` works, and paddock must look again.
 pub fn without_fresh_proc(sc: &Scratch, args: &[&str]) -> Output {
-    Command::new("unshare")
+    let name = sc.root.file_name().unwrap_or_default().to_string_lossy().into_owned();
+    let runtime = PathBuf::from(format!("/var/tmp/pdk-{name}"));
+    let _ = std::fs::remove_dir_all(&runtime);
+    std::fs::create_dir_all(&runtime).unwrap();
+    let out = Command::new("unshare")
         .args(["--mount", "--propagation", "private", "--", "sh", "-c"])
         .arg(
             "d=$(for p in acpi bus driver fs irq sysvipc tty; do [ -d /proc/$p ] && echo /proc/$p && break; done); \
@@ -339,8 +344,12 @@ pub fn without_fresh_proc(sc: &Scratch, args: &[&str]) -> Output {
         .current_dir(&sc.project)
         .env("HOME", &sc.home)
         .env("PADDOCK_ITEMIZE", itemize_mode())
+        .env("TMPDIR", &runtime)
+        .env_remove("XDG_RUNTIME_DIR")
         .env_remove("PADDOCK_LOG")
         .stdin(Stdio::null())
         .output()
-        .unwrap()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&runtime);
+    out
 }

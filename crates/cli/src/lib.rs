@@ -44,9 +44,10 @@
 //!
 //! # Supported platforms
 //!
-//! Linux (bubblewrap) runs tasks. On macOS, [`Sandbox::spawn`] returns
-//! [`Error::Unavailable`] until the seatbelt runner lands; `paddock plan` shows its profile
-//! on every OS.
+//! Linux runs tasks with bubblewrap and a seccomp filter; macOS with a generated seatbelt
+//! profile under `sandbox-exec` (see the README for what differs there, such as domain
+//! lists). Elsewhere [`Sandbox::spawn`] returns [`Error::Unavailable`]; `paddock plan`
+//! shows a plan on every OS.
 
 #![deny(missing_docs)]
 

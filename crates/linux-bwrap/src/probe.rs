@@ -12,10 +12,13 @@
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use paddock_policy::HostFacts;
+
+use bounded::output;
 use serde::Serialize;
+
+mod bounded;
 
 /// Where bubblewrap may be, in order. Never looked up in `PATH` (POL-11).
 pub const BWRAP_PATHS: &[&str] = &["/usr/bin/bwrap", "/usr/local/bin/bwrap", "/bin/bwrap"];
@@ -101,8 +104,8 @@ fn first_trusted_quietly(paths: &'static [&'static str]) -> Option<&'static Path
 /// still valid, else from [`probe`] (which refreshes the cache).
 ///
 /// Only a fully positive probe (user namespaces and a fresh `/proc` work) is cached, and the
-/// cache is keyed by the boot, the uid, the mount and user namespaces and the identity
-/// (inode, size, mtime) of the bwrap and strace binaries. A cache a task forged (it lives in the runner's private runtime base)
+/// cache is keyed by the boot, the uid and the identity (inode, size, mtime) of the bwrap and
+/// strace binaries. A cache a task forged (it lives in the runner's private runtime base)
 /// can therefore only claim the strongest walls: if they are not really available, bwrap
 /// fails and the run exits 125 without running the task; it can never switch on a weaker
 /// mode (POL-13). `paddock check` always probes for real.
@@ -121,21 +124,12 @@ fn file_id(path: &Path) -> String {
 
 fn cache_key(bwrap: Option<&Path>, strace: Option<&Path>) -> String {
     let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
-    // Whether a fresh /proc can be mounted depends on the mounts and the user namespace a
-    // run starts in (a container masking part of /proc refuses it): another namespace,
-    // another probe.
-    let ns = |name: &str| {
-        std::fs::read_link(format!("/proc/self/ns/{name}"))
-            .map_or_else(|_| "-".to_owned(), |l| l.display().to_string())
-    };
     // /dev/fuse's mode decides whether an unprivileged runner can observe.
     let fuse = std::fs::metadata(FUSE_DEVICE).map_or(0, |m| m.mode());
     format!(
-        "boot={} uid={} ns={},{} bwrap={}@{} strace={}@{} fuse={fuse:o}",
+        "boot={} uid={} bwrap={}@{} strace={}@{} fuse={fuse:o}",
         boot.trim(),
         nix_uid(),
-        ns("mnt"),
-        ns("user"),
         bwrap.map_or("-".into(), |p| p.display().to_string()),
         bwrap.map_or("-".into(), file_id),
         strace.map_or("-".into(), |p| p.display().to_string()),
@@ -456,20 +450,6 @@ fn first_trusted(paths: &[&str]) -> (Option<PathBuf>, Vec<String>) {
         }
     }
     (None, problems)
-}
-
-fn output(program: &Path, args: &[&str]) -> Option<(bool, String)> {
-    let out = Command::new(program)
-        .args(args)
-        .env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .ok()?;
-    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-    text.push_str(&String::from_utf8_lossy(&out.stderr));
-    Some((out.status.success(), text))
 }
 
 /// Parses the first `X.Y[.Z]` in a version line.
