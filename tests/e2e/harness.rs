@@ -324,32 +324,51 @@ pub fn require_masking_proc() -> bool {
 /// `paddock ARGS` in the project of `sc` on a host where no fresh `/proc` can be mounted, as
 /// in a container that masks part of `/proc` (a tmpfs over one of its directories: the kernel
 /// then refuses a new procfs in a user namespace, as Docker's masked paths make it do), in
-/// a mount namespace of its own. Needs root ([`require_masking_proc`]). The runtime base is
-/// one of its own (short enough for sockets, which a path in the scratch dir may not be):
-/// the probe's cache of this machine says a fresh `/proc` works, and paddock must look again.
+/// a mount namespace of its own, made by the child itself (no `unshare` or `mount` needed).
+/// Needs root ([`require_masking_proc`]). The runtime base is one of its own (short enough
+/// for sockets): the probe's cache of this machine says a fresh `/proc` works, and paddock
+/// must look again.
 pub fn without_fresh_proc(sc: &Scratch, args: &[&str]) -> Output {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::process::CommandExt;
     let name = sc.root.file_name().unwrap_or_default().to_string_lossy().into_owned();
     let runtime = PathBuf::from(format!("/var/tmp/pdk-{name}"));
     let _ = std::fs::remove_dir_all(&runtime);
     std::fs::create_dir_all(&runtime).unwrap();
-    let out = Command::new("unshare")
-        .args(["--mount", "--propagation", "private", "--", "sh", "-c"])
-        .arg(
-            "d=$(for p in acpi bus driver fs irq sysvipc tty; do [ -d /proc/$p ] && echo /proc/$p && break; done); \
-             mount -t tmpfs none \"$d\" && exec \"$@\"",
-        )
-        .arg("sh")
-        .arg(paddock_bin())
-        .args(args)
+    let masked = ["acpi", "bus", "driver", "fs", "irq", "sysvipc", "tty"]
+        .iter()
+        .map(|d| Path::new("/proc").join(d))
+        .find(|d| d.is_dir())
+        .expect("a directory of /proc to mask");
+    let masked = std::ffi::CString::new(masked.as_os_str().as_bytes()).unwrap();
+    let mut cmd = Command::new(paddock_bin());
+    cmd.args(args)
         .current_dir(&sc.project)
         .env("HOME", &sc.home)
         .env("PADDOCK_ITEMIZE", itemize_mode())
         .env("TMPDIR", &runtime)
         .env_remove("XDG_RUNTIME_DIR")
         .env_remove("PADDOCK_LOG")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+        .stdin(Stdio::null());
+    // SAFETY: between fork and exec only system calls on data made before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            let check = |rc: libc::c_int| {
+                if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+            };
+            check(libc::unshare(libc::CLONE_NEWNS))?;
+            let none = std::ptr::null();
+            check(libc::mount(
+                none,
+                c"/".as_ptr(),
+                none,
+                libc::MS_REC | libc::MS_PRIVATE,
+                none.cast(),
+            ))?;
+            check(libc::mount(c"none".as_ptr(), masked.as_ptr(), c"tmpfs".as_ptr(), 0, none.cast()))
+        });
+    }
+    let out = cmd.output().unwrap();
     let _ = std::fs::remove_dir_all(&runtime);
     out
 }

@@ -1,7 +1,10 @@
-//! `cargo xtask bench spawn`: whole-process timing of `paddock run -- true` against the
-//! simplest bubblewrap sandbox a user would write instead ([`SIMPLEST_BWRAP`]), the
-//! equivalent bare `bwrap` invocation (the same mount arguments, taken from the plan) and
-//! bare `true`, median of many interleaved rounds, printed as ratios. `bench unix-socket`:
+//! `cargo xtask bench spawn`: whole-process timing of `paddock run -- true` (default and
+//! `--itemize off`, in an empty project and in one with 50 protected names and 20 deny
+//! entries) against the simplest bubblewrap sandbox a user would write instead
+//! ([`SIMPLEST_BWRAP`]), the equivalent bare `bwrap` invocation (the same mount arguments,
+//! taken from the plan) and bare `true`, interleaved rounds, printed as median, min and max
+//! and as ratios to the simplest sandbox; then the library's spawn + wait of `true` timed
+//! inside a task runner's process (cold: its first; warm: its second). `bench unix-socket`:
 //! a connect to a unix socket granted by path against a plain one ([`unix_socket`]).
 
 use std::path::{Path, PathBuf};
@@ -80,7 +83,45 @@ fn bridge(root: &Path) -> Result<()> {
 /// Runs each command once per round, round after round (`RUNS` rounds after 3 warm-up
 /// rounds), output discarded, and returns each one's median wall time. Interleaved, so that
 /// a machine that gets slower or faster meanwhile moves every configuration alike.
-fn interleaved_medians(cmds: &mut [&mut dyn FnMut() -> Command]) -> Result<Vec<Duration>> {
+/// min, median and max of one configuration's rounds.
+#[derive(Clone, Copy, Debug)]
+struct Stats {
+    min: Duration,
+    median: Duration,
+    max: Duration,
+}
+
+impl Stats {
+    fn of(mut times: Vec<Duration>) -> Stats {
+        times.sort();
+        Stats {
+            min: times.first().copied().unwrap_or_default(),
+            median: times.get(times.len() / 2).copied().unwrap_or_default(),
+            max: times.last().copied().unwrap_or_default(),
+        }
+    }
+
+    /// `self / base`, each of min, median and max against the same of `base`.
+    fn ratio(&self, base: &Stats) -> String {
+        let r = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64().max(1e-9);
+        format!(
+            "{:.2}x (min {:.2}x, max {:.2}x)",
+            r(self.median, base.median),
+            r(self.min, base.min),
+            r(self.max, base.max)
+        )
+    }
+}
+
+impl std::fmt::Display for Stats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:>9.2?}  (min {:.2?}, max {:.2?})", self.median, self.min, self.max)
+    }
+}
+
+/// Runs each command once per round, in turn, for [`RUNS`] rounds after three warm-up
+/// rounds: every configuration sees the same machine state.
+fn interleaved(cmds: &mut [&mut dyn FnMut() -> Command]) -> Result<Vec<Stats>> {
     let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(RUNS); cmds.len()];
     for round in 0..RUNS + 3 {
         for (i, cmd) in cmds.iter_mut().enumerate() {
@@ -101,13 +142,52 @@ fn interleaved_medians(cmds: &mut [&mut dyn FnMut() -> Command]) -> Result<Vec<D
             }
         }
     }
-    Ok(times
-        .into_iter()
-        .map(|mut t| {
-            t.sort();
-            t[t.len() / 2]
-        })
-        .collect())
+    Ok(times.into_iter().map(Stats::of).collect())
+}
+
+/// The library's spawn + wait of `true`, timed inside one process per round (the
+/// `spawn_timing` example): the process's first spawn (cold) and its second (warm).
+fn library_rounds(example: &Path, supervisor: &Path, project: &Path) -> Result<(Stats, Stats)> {
+    let (mut cold, mut warm) = (Vec::new(), Vec::new());
+    for round in 0..RUNS / 4 + 1 {
+        let out = Command::new(example)
+            .arg(project)
+            .arg("2")
+            .arg(supervisor)
+            .output()
+            .context("cannot run the spawn_timing example")?;
+        if !out.status.success() {
+            bail!("spawn_timing failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        let micros: Vec<u64> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect();
+        let [first, second] = micros[..] else { bail!("spawn_timing printed {micros:?}") };
+        if round > 0 {
+            cold.push(Duration::from_micros(first));
+            warm.push(Duration::from_micros(second));
+        }
+    }
+    Ok((Stats::of(cold), Stats::of(warm)))
+}
+
+/// A project with a policy a large repository has: 50 protected names present below the
+/// root (`.vscode` of 50 packages) and 20 `deny.read` entries, each an existing file.
+fn make_big_project(dir: &Path) -> Result<()> {
+    let _ = std::fs::remove_dir_all(dir);
+    let mut deny = Vec::new();
+    for i in 0..50 {
+        std::fs::create_dir_all(dir.join(format!("pkg{i}/.vscode")))?;
+        std::fs::write(dir.join(format!("pkg{i}/.vscode/settings.json")), b"{}")?;
+    }
+    for i in 0..20 {
+        std::fs::create_dir_all(dir.join(format!("conf{i}")))?;
+        std::fs::write(dir.join(format!("conf{i}/secret.env")), b"K=V\n")?;
+        deny.push(format!("\"conf{i}/secret.env\""));
+    }
+    std::fs::write(dir.join("paddock.toml"), format!("[deny]\nread = [{}]\n", deny.join(", ")))?;
+    Ok(())
 }
 
 /// The bwrap arguments of `plan` (`paddock plan --json`) as bare bwrap runs them: the mounts
@@ -216,8 +296,18 @@ fn spawn(root: &Path) -> Result<()> {
         made.push(baseline.clone());
     }
     let made_ok = make_mount_points(&json, &project, &baseline, &mut made);
-    let medians = made_ok.and_then(|()| {
-        interleaved_medians(&mut [
+    let big = std::env::temp_dir().join("paddock-bench-big-project");
+    let paddock_run = |dir: &Path, off: bool| {
+        let mut c = Command::new(&paddock);
+        c.arg("run");
+        if off {
+            c.args(["--itemize", "off"]);
+        }
+        c.arg("-C").arg(dir).args(["--", "true"]).current_dir(dir).env_remove("PADDOCK_ITEMIZE");
+        c
+    };
+    let stats = made_ok.and_then(|()| make_big_project(&big)).and_then(|()| {
+        interleaved(&mut [
             &mut || Command::new("/bin/true"),
             &mut || {
                 let mut c = Command::new(&bwrap);
@@ -231,55 +321,48 @@ fn spawn(root: &Path) -> Result<()> {
             },
             // paddock with the project as the user has it: it places and removes its
             // placeholders (mount points for missing protected names) on every run.
-            &mut || {
-                let mut c = Command::new(&paddock);
-                c.args(["run", "--itemize", "off", "-C"])
-                    .arg(&project)
-                    .args(["--", "true"])
-                    .current_dir(&project);
-                c
-            },
+            &mut || paddock_run(&project, true),
             // And as run by default: itemized by the observers where the host has them (a
             // FUSE mount in a namespace of the child's own, the notify filter).
-            &mut || {
-                let mut c = Command::new(&paddock);
-                c.args(["run", "-C"])
-                    .arg(&project)
-                    .args(["--", "true"])
-                    .current_dir(&project)
-                    .env_remove("PADDOCK_ITEMIZE");
-                c
-            },
+            &mut || paddock_run(&project, false),
+            // The same two in a project with 50 protected names and 20 deny entries.
+            &mut || paddock_run(&big, true),
+            &mut || paddock_run(&big, false),
         ])
     });
     for path in made.iter().rev() {
         let _ = std::fs::remove_dir(path).or_else(|_| std::fs::remove_file(path));
     }
-    let [bare, simplest, bare_bwrap, ours, observed] = medians?[..] else {
-        bail!("one median per configuration expected");
+    let stats = stats?;
+    let [bare, simplest, bare_bwrap, off, default, big_off, big_default] = stats[..] else {
+        bail!("one result per configuration expected");
     };
-    println!("bench spawn, median of {RUNS} interleaved rounds:");
-    println!("  bare true:          {bare:>10.2?}");
-    println!("  simplest bwrap sandbox:   {simplest:>10.2?}");
-    println!("  bare bwrap (same mounts): {bare_bwrap:>10.2?}");
-    println!("  paddock run --itemize off: {ours:>10.2?}");
-    println!("  paddock run (default: itemized): {observed:>10.2?}");
+    run(cargo().args(["build", "--release", "-p", "paddock", "--example", "spawn_timing"]))?;
+    let example = crate::target_dir(root).join("release/examples/spawn_timing");
+    let supervisor = crate::target_dir(root).join("release/paddock-supervisor");
+    let (cold, warm) = library_rounds(&example, &supervisor, &project)?;
+    let _ = std::fs::remove_dir_all(&big);
+    println!("bench spawn: {RUNS} interleaved rounds (library: {}), median (min, max):", RUNS / 4);
+    println!("  bare true:                         {bare}");
+    println!("  simplest bwrap sandbox (baseline): {simplest}");
+    println!("  bare bwrap, paddock's mounts:      {bare_bwrap}");
+    println!("  paddock run --itemize off:         {off}");
+    println!("  paddock run (default, itemized):   {default}");
+    println!("  big policy, --itemize off:         {big_off}");
+    println!("  big policy, default:               {big_default}");
+    println!("  library spawn+wait, cold:          {cold}");
+    println!("  library spawn+wait, warm:          {warm}");
+    println!("against the simplest bwrap sandbox:");
+    println!("  paddock run --itemize off:   {}  (target <= 1.25x)", off.ratio(&simplest));
+    println!("  paddock run (default):       {}  (target <= 1.5x)", default.ratio(&simplest));
+    println!("  big policy, --itemize off:   {}", big_off.ratio(&simplest));
+    println!("  big policy, default:         {}", big_default.ratio(&simplest));
+    println!("  library spawn+wait, cold:    {}", cold.ratio(&simplest));
     println!(
-        "  ratio paddock --itemize off / bare bwrap: {:.2}x   (target <= 1.30x)",
-        ours.as_secs_f64() / bare_bwrap.as_secs_f64()
+        "  library spawn+wait, warm:    {}  (not prewarmed: the 1.0x target is for prewarm)",
+        warm.ratio(&simplest)
     );
-    println!(
-        "  ratio paddock itemized / bare bwrap:      {:.2}x",
-        observed.as_secs_f64() / bare_bwrap.as_secs_f64()
-    );
-    println!(
-        "  ratio paddock --itemize off / simplest bwrap: {:.2}x",
-        ours.as_secs_f64() / simplest.as_secs_f64()
-    );
-    println!(
-        "  ratio paddock itemized / simplest bwrap:      {:.2}x",
-        observed.as_secs_f64() / simplest.as_secs_f64()
-    );
-    println!("  ratio paddock / bare true:  {:.1}x", ours.as_secs_f64() / bare.as_secs_f64());
+    println!("  bare bwrap, paddock's mounts: {}", bare_bwrap.ratio(&simplest));
+    println!("  bare true:                   {}", bare.ratio(&simplest));
     Ok(())
 }

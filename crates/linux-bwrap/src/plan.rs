@@ -179,6 +179,7 @@ impl Backend for LinuxBwrap {
         };
         let ops::MountOps { ops: mounts, uses_masked, observed, observed_files } =
             ops::mount_ops(policy, &inputs);
+        refuse_socket_binds_of_old_bwrap(policy, facts, &mounts)?;
         // Present whenever the task observes, even without anchors: the supervisor's record
         // descriptor rides on it.
         let observer = inputs.observer_dir.clone().map(|mount_dir| ObserverPlan {
@@ -319,6 +320,30 @@ impl Backend for LinuxBwrap {
             diagnostics,
             observer,
         })
+    }
+}
+
+/// bubblewrap before 0.5.0 cannot bind a file onto an existing socket (it opens the mount
+/// point with `creat()`: ENXIO). A socket granted by path is bound onto itself, so where the
+/// sandbox shows the socket (no tmpfs of the plan covers it) the run would fail in bwrap
+/// with its own message: refused here instead, naming the fix.
+fn refuse_socket_binds_of_old_bwrap(
+    policy: &ResolvedPolicy,
+    facts: &HostFacts,
+    mounts: &[BwrapOp],
+) -> Result<(), Error> {
+    let Some((a, b, c)) = facts.bwrap_version.filter(|v| *v < (0, 5, 0)) else { return Ok(()) };
+    let UnixSockets::Paths { sockets } = &policy.unix_sockets else { return Ok(()) };
+    let covered = |path: &AbsPathBuf| {
+        mounts.iter().any(|op| matches!(op, BwrapOp::Tmpfs { dest } if path.starts_with(dest)))
+    };
+    match sockets.iter().find(|s| !covered(&s.resolved)) {
+        Some(socket) => Err(unsupported(
+            &format!("allow.unix-sockets ({}) with bubblewrap {a}.{b}.{c}", socket.declared),
+            "bubblewrap before 0.5.0 cannot bind a unix socket where the sandbox shows one; \
+             upgrade bubblewrap (0.5.0 or newer), or use `unix-sockets = true`",
+        )),
+        None => Ok(()),
     }
 }
 

@@ -703,3 +703,23 @@ fn the_paths_bound_onto_themselves_are_listed_for_the_supervisor_to_verify() {
     ];
     assert_eq!(crate::ops::verified_binds(&ops, &[p("/w/a/made")]), [p("/w/a"), p("/w/c")]);
 }
+
+/// bubblewrap 0.4 cannot bind a socket onto a socket the sandbox shows: refused with the
+/// upgrade, unless a tmpfs of the plan (the private `/tmp`) covers it.
+#[test]
+fn an_old_bwrap_refuses_a_visible_socket_grant_with_the_upgrade() {
+    let grant = |path: &str| {
+        let mut p = policy();
+        p.unix_sockets = UnixSockets::Paths {
+            sockets: vec![paddock_policy::SocketPath { declared: abs(path), resolved: abs(path) }],
+        };
+        p
+    };
+    let old = HostFacts { bwrap_version: Some((0, 4, 0)), ..facts() };
+    let err = LinuxBwrap.plan(&grant("/run/user/1000/agent.sock"), &task(), &old).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("0.5.0") && text.contains("/run/user/1000/agent.sock"), "{text}");
+    // Under the private /tmp, bwrap makes a new mount point: it works.
+    assert!(LinuxBwrap.plan(&grant("/tmp/agent.sock"), &task(), &old).is_ok());
+    assert!(LinuxBwrap.plan(&grant("/run/user/1000/agent.sock"), &task(), &facts()).is_ok());
+}
