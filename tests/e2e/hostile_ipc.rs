@@ -208,6 +208,10 @@ fn inherited_sockets_pipes_and_eventfds_do_not_reach_the_task_env03() {
     }
     drop((tcp, ua, ub, listener));
     let links = assert_allowed(&o, "fdlinks", "");
+    // The listing works: the task's own stdio is in it (an empty listing passed before).
+    let listed: Vec<&str> =
+        links.split(',').filter_map(|e| e.split_once('=')).map(|e| e.0).collect();
+    assert!(["0", "1", "2"].iter().all(|fd| listed.contains(fd)), "no stdio listed: {links}");
     for entry in links.split(',') {
         let (fd, to) = entry.split_once('=').unwrap();
         let fd: i32 = fd.parse().unwrap();
