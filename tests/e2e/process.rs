@@ -352,12 +352,23 @@ fn kill_9_of_paddock_takes_the_sandbox_with_it() {
     let s = Scratch::new("kill9");
     let marker = format!("{}", 700_000 + std::process::id() % 1000);
     for itemize in MODES {
-        let mut child = run_itemized(&s, itemize).args(["--", "sleep", &marker]).spawn().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while processes_with(&format!("sleep\0{marker}")).is_empty() && Instant::now() < deadline {
+        let mut child = run_itemized(&s, itemize)
+            .args(["--", "sleep", &marker])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while processes_with(&format!("sleep\0{marker}")).is_empty()
+            && Instant::now() < deadline
+            && child.try_wait().unwrap().is_none()
+        {
             std::thread::sleep(Duration::from_millis(50));
         }
-        assert!(!processes_with(&format!("sleep\0{marker}")).is_empty(), "never started");
+        if processes_with(&format!("sleep\0{marker}")).is_empty() {
+            let _ = child.kill();
+            panic!("never started ({itemize:?}): {:?}", child.wait_with_output().unwrap());
+        }
         child.kill().unwrap();
         child.wait().unwrap();
         assert!(

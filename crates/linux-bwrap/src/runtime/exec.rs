@@ -194,10 +194,12 @@ pub fn spawn_with(
     });
     // An unfitting one is killed first: it never sees this plan's placeholders.
     let prespawned = prespawned.filter(|_| fits);
-    // What the bound paths are, recorded now, before bwrap can read its arguments: the
-    // supervisor checks them once everything is mounted (SYM-03).
-    let plan = &*crate::mount_ids::stamped_plan(plan).map_err(crate::Error::run)?;
     let placeholders = Placeholders::create(&plan.placeholders, runtime_dir)?;
+    // What the bound paths are, recorded now, before bwrap can read its arguments: the
+    // supervisor checks them once everything is mounted (SYM-03). After the placeholders:
+    // a concurrent run's placeholder this plan binds is only kept from removal once it is
+    // borrowed there.
+    let plan = &*crate::mount_ids::stamped_plan(plan).map_err(crate::Error::run)?;
     if let Some(pre) = prespawned {
         let (child, signal_tx) = pre.complete(plan)?;
         return Ok(Spawned { child, signal_tx, placeholders });
