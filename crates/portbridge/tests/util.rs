@@ -157,6 +157,21 @@ pub fn thread_count() -> usize {
     std::fs::read_dir("/proc/self/task").map(|d| d.count()).unwrap_or(0)
 }
 
+/// The thread count once it is `expected`, or what it still is after 5 s. A joined thread
+/// has finished its work but may stay listed in `/proc/self/task` a moment longer: the join
+/// returns when the kernel clears its tid, before the task leaves the thread group.
+#[cfg(target_os = "linux")]
+pub fn thread_count_settled_at(expected: usize) -> usize {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let n = thread_count();
+        if n == expected || std::time::Instant::now() >= deadline {
+            return n;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 /// User plus system clock ticks of this process's thread named `name`, if there is one.
 #[cfg(target_os = "linux")]
 pub fn thread_cpu_ticks(name: &str) -> Option<u64> {
