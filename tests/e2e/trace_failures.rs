@@ -153,7 +153,12 @@ fn a_task_whose_last_stderr_line_is_a_strace_failure_is_not_run_again() {
     let out = output_within(cmd, Duration::from_secs(60));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{stderr}");
-    assert!(stderr.trim_end().ends_with("Operation not permitted"), "{stderr}");
+    // The task's line reaches the caller (strace may add warnings of its own around it:
+    // "ptrace_syscall_info.op" under load in a container without CAP_SYS_ADMIN).
+    assert!(
+        stderr.contains("strace: ptrace(PTRACE_TRACEME, ...): Operation not permitted"),
+        "{stderr}"
+    );
     assert!(!stderr.contains("once more"), "{stderr}");
     assert_eq!(std::fs::read_to_string(s.project.join("runs")).unwrap(), "ran\n");
     let r = report(&rep);
