@@ -139,7 +139,7 @@ mod os {
     use std::borrow::Cow;
     use std::ffi::{CString, OsStr};
     use std::io;
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::fd::OwnedFd;
     use std::os::unix::ffi::OsStrExt;
 
     use paddock_policy::SpawnPlan;
@@ -150,60 +150,26 @@ mod os {
         CString::new(path.as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
     }
 
-    fn fstat(fd: &OwnedFd) -> io::Result<libc::stat> {
-        let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-        // SAFETY: a valid descriptor and a buffer of the right size, filled on success.
-        if unsafe { libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: fstat succeeded and filled the buffer.
-        Ok(unsafe { st.assume_init() })
-    }
-
-    fn open_path(dir: libc::c_int, name: &CString, flags: libc::c_int) -> io::Result<OwnedFd> {
-        // SAFETY: a NUL-terminated name; the result is checked and owned below.
-        let fd = unsafe { libc::openat(dir, name.as_ptr(), flags) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: a descriptor just opened, owned by nobody else.
-        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-    }
-
     /// Opens `path` (absolute) with `O_PATH`, following no symlink anywhere in it:
     /// `openat2` with `RESOLVE_NO_SYMLINKS`, or one component at a time where the kernel
     /// has no `openat2` (before 5.6).
     fn open_no_symlinks(path: &OsStr) -> io::Result<OwnedFd> {
-        let c = cstring(path)?;
-        // SAFETY: `open_how` is plain integers, for which zero is a valid value.
-        let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-        how.flags = (libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC) as u64;
-        how.resolve = libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
-        // SAFETY: a NUL-terminated path and an `open_how` of the size passed.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_openat2,
-                libc::AT_FDCWD,
-                c.as_ptr(),
-                &how as *const libc::open_how,
-                std::mem::size_of::<libc::open_how>(),
-            )
-        };
-        if fd >= 0 {
-            // SAFETY: a descriptor just opened, owned by nobody else.
-            return Ok(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) });
+        use nix::fcntl::{AT_FDCWD, OFlag, OpenHow, ResolveFlag, openat, openat2};
+        use nix::sys::stat::Mode;
+        let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let how = OpenHow::new()
+            .flags(flags)
+            .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+        match openat2(AT_FDCWD, path, how) {
+            Err(nix::errno::Errno::ENOSYS) => {}
+            done => return done.map_err(io::Error::from),
         }
-        let err = io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::ENOSYS) {
-            return Err(err);
-        }
-        let flags = libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC;
-        let mut at = open_path(libc::AT_FDCWD, &cstring(OsStr::new("/"))?, flags)?;
+        let mut at = openat(AT_FDCWD, "/", flags, Mode::empty())?;
         for part in std::path::Path::new(path).components().skip(1) {
             // A symlink opened with O_NOFOLLOW cannot be walked into: ENOTDIR next.
-            at = open_path(at.as_raw_fd(), &cstring(part.as_os_str())?, flags)?;
+            at = openat(&at, part.as_os_str(), flags, Mode::empty())?;
         }
-        if fstat(&at)?.st_mode & libc::S_IFMT == libc::S_IFLNK {
+        if nix::sys::stat::fstat(&at)?.st_mode & libc::S_IFMT == libc::S_IFLNK {
             return Err(io::Error::from_raw_os_error(libc::ELOOP));
         }
         Ok(at)
@@ -224,7 +190,7 @@ mod os {
             ),
             _ => format!("cannot look at {shown}: {e}"),
         })?;
-        let st = fstat(&fd).map_err(|e| format!("cannot look at {shown}: {e}"))?;
+        let st = nix::sys::stat::fstat(&fd).map_err(|e| format!("cannot look at {shown}: {e}"))?;
         Ok(MountId { path: path.to_os_string(), dev: st.st_dev, ino: st.st_ino })
     }
 
