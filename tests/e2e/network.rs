@@ -70,7 +70,7 @@ impl HostServer {
 
 /// A loopback port nothing listens on right now.
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    paddock_test_support::free_port()
 }
 
 /// Runs the probe with `ops` under `paddock run --report R FLAGS`; returns the observations,

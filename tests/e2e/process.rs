@@ -129,13 +129,7 @@ impl Drop for KillOnDrop {
 /// SIGINT, or SIGTERM when this process inherited SIGINT ignored (a job started with
 /// `nohup ... &`): a signal paddock, started from here, catches and relays.
 fn polite_signal_not_ignored() -> i32 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let ignored = status_field(&status, "SigIgn").and_then(|m| u64::from_str_radix(m, 16).ok());
-    let ignored = ignored.unwrap();
-    [libc::SIGINT, libc::SIGTERM]
-        .into_iter()
-        .find(|sig| ignored & (1 << (sig - 1)) == 0)
-        .expect("SIGINT and SIGTERM both ignored: no polite signal to test with")
+    paddock_test_support::polite_signal_not_ignored().0
 }
 
 /// The child's exit status once it has exited, polled until `limit` (then killed: `None`).
@@ -443,7 +437,7 @@ fn a_bwrap_started_before_the_plan_is_gone_when_the_plan_fails_or_does_not_fit()
     // A plan that needs more than the waiting bwrap has (a port grant's channel) is
     // spawned as usual; the task runs once.
     std::fs::remove_file(s.project.join("paddock.toml")).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = paddock_test_support::free_port();
     let out = s
         .paddock()
         .args(["run", "--itemize", "off", "--allow-local-port", &port.to_string()])

@@ -161,7 +161,7 @@ fn live_runs_and_sockets() -> (Vec<PathBuf>, Vec<PathBuf>) {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    paddock_test_support::free_port()
 }
 
 /// GET / from 127.0.0.1:`port` on the host, retrying until `within`.

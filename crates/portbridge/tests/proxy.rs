@@ -662,7 +662,7 @@ fn proxy_stop_leaves_no_socket_and_no_threads() {
 #[test]
 fn unreachable_granted_destinations_fail_without_a_violation() {
     // A port nothing listens on (bound, then closed) and a granted name with no address.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let closed = paddock_test_support::free_port();
     let resolver = Arc::new(StaticResolver::new().with("allowed.test", &[ip(LOOPBACK)]));
     let grant = format!("127.0.0.1:{closed}");
     let s = setup(rules(&["allowed.test:*", "gone.test", &grant], &[]), resolver.clone());

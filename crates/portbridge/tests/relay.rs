@@ -147,7 +147,7 @@ fn tcp_to_unix_waits_for_a_target_that_starts_late() {
 #[test]
 fn unix_to_tcp_waits_for_a_task_server_that_starts_late() {
     // The in-sandbox end of an inbound grant meets a task whose server is not up yet.
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = paddock_test_support::free_port();
     let dir = TempDir::new();
     let sock = dir.join("late-tcp");
     let target = ([127, 0, 0, 1], port).into();

@@ -271,6 +271,59 @@ pub fn children_of(pid: u32) -> Vec<u32> {
         .collect()
 }
 
+/// A loopback TCP port that was free a moment ago and that no other call in this process
+/// has returned: the kernel may hand the same ephemeral port to two `bind(:0)`s in a row
+/// (about once in 16,000 pairs here), and a test that serves one port and proves another
+/// unreachable must never get the same port twice, nor one a concurrent test serves.
+///
+/// # Panics
+/// When no loopback port can be bound (a test helper: the test fails with the reason).
+pub fn free_port() -> u16 {
+    use std::collections::BTreeSet;
+    use std::sync::Mutex;
+    static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    // Listeners held until a fresh port is found, so that the kernel offers another one.
+    let mut held = Vec::new();
+    for _ in 0..1000 {
+        let listener = std::net::TcpListener::bind(("127.0.0.1", 0))
+            .unwrap_or_else(|e| panic!("no free loopback port: {e}"));
+        let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+        if port != 0 && given.insert(port) {
+            return port;
+        }
+        held.push(listener);
+    }
+    panic!("no loopback port left that this process has not handed out");
+}
+
+/// Whether this process ignores `signal` (it inherited it ignored: a job started with
+/// `nohup`, or in the background of a non-interactive shell, which ignores SIGINT and
+/// SIGQUIT). A child's shell cannot trap a signal ignored on entry, so signal tests pick one
+/// that is not.
+#[cfg(unix)]
+pub fn signal_ignored(signal: i32) -> bool {
+    // SAFETY: a zeroed sigaction is a valid out-parameter; a null new action only queries.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(signal, std::ptr::null(), &mut old) == 0
+            && old.sa_sigaction == libc::SIG_IGN
+    }
+}
+
+/// SIGINT, or SIGTERM when this process inherited SIGINT ignored: a polite signal a task
+/// started from here can trap, with its name for `trap`.
+///
+/// # Panics
+/// When both are ignored: there is no polite signal to test with.
+#[cfg(unix)]
+pub fn polite_signal_not_ignored() -> (i32, &'static str) {
+    [(libc::SIGINT, "INT"), (libc::SIGTERM, "TERM")]
+        .into_iter()
+        .find(|(sig, _)| !signal_ignored(*sig))
+        .unwrap_or_else(|| panic!("SIGINT and SIGTERM both ignored: no polite signal to test with"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -298,6 +351,13 @@ mod tests {
         assert_eq!(skips.len(), 2);
         assert_eq!(skips[0].fact, Some(Fact::StraceHidden));
         assert_eq!(skips[1], Skip { test: "b".into(), reason: "no curl".into(), fact: None });
+    }
+
+    #[test]
+    fn free_ports_are_never_handed_out_twice() {
+        let ports: Vec<u16> = (0..2000).map(|_| free_port()).collect();
+        let distinct: std::collections::HashSet<u16> = ports.iter().copied().collect();
+        assert_eq!(distinct.len(), ports.len());
     }
 
     #[test]
