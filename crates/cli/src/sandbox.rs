@@ -41,8 +41,7 @@ pub struct SandboxBuilder {
 /// each get theirs.
 #[derive(Clone, Debug, Default)]
 pub struct SharedProxy {
-    #[cfg(target_os = "linux")]
-    pub(crate) inner: paddock_linux_bwrap::runtime::host_bridges::SharedProxy,
+    pub(crate) inner: paddock_portbridge::SharedProxy,
 }
 
 impl SharedProxy {
@@ -53,10 +52,7 @@ impl SharedProxy {
 
     /// Whether the proxy runs now (a task uses it).
     pub fn running(&self) -> bool {
-        #[cfg(target_os = "linux")]
-        return self.inner.running();
-        #[cfg(not(target_os = "linux"))]
-        false
+        self.inner.running()
     }
 }
 

@@ -10,11 +10,13 @@
 //!   on its loopback port and passes each connected socket over a descriptor channel to the
 //!   sandbox, which relays it to the task's server (`allow.local-ports`).
 //! - The **egress proxy** ([`Proxy`]) serves HTTP (absolute-URI and CONNECT) and SOCKS5 on
-//!   one unix socket per task ([`Proxy::add_task`]), each task with its own [`TaskRules`]
+//!   one unix socket per task ([`Proxy::add_task`]; on a host without network namespaces,
+//!   a loopback port per task, [`Proxy::add_task_on_loopback`]), each task with its own [`TaskRules`]
 //!   (`allow.network`, `deny.network`). Names are checked before any DNS lookup, IP literals
 //!   need the IP listed, and a name that resolves into loopback or private space is refused
 //!   unless that IP is granted. Refusals are network [`Violation`](paddock_policy::Violation)s
-//!   with a [`RefusalReason`], taken from the [`TaskHandle`].
+//!   with a [`RefusalReason`], taken from the [`TaskHandle`]. A [`SharedProxy`] handle lets
+//!   many tasks share one proxy, started by the first that needs it.
 //! - [`proxy_env`] composes `HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`, `NO_PROXY` (both
 //!   cases) and `JAVA_TOOL_OPTIONS` from the task's own environment.
 //!
@@ -114,8 +116,8 @@ pub use handoff::{HandoffToTcp, TcpHandoff, handoff_channel};
 #[cfg(feature = "fuzzing")]
 pub use proxy::fuzzing;
 pub use proxy::{
-    Proxy, ProxyOptions, Refusal, RefusalReason, Resolver, StaticResolver, SystemResolver,
-    TaskHandle, TaskRules,
+    MAX_REFUSAL_NOTES, Proxy, ProxyOptions, Refusal, RefusalReason, Resolver, SharedProxy,
+    StaticResolver, SystemResolver, TaskHandle, TaskRules, refusal_notes,
 };
 pub use relay::{RelayHandle, RelayOptions, TcpToUnix, UnixToTcp};
 pub use tracker::{ConnStats, Stats};

@@ -18,15 +18,18 @@
 use std::os::fd::{OwnedFd, RawFd};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
 
 use crate::error::Context;
 use crate::runtime::Result;
 use paddock_policy::{BridgeSpec, ReportFilter, ResolvedPolicy, SpawnPlan, Violation};
 use paddock_portbridge::{
-    Proxy, ProxyOptions, Refusal, RefusalReason, RelayHandle, RelayOptions, SystemResolver,
-    TaskHandle, TaskRules, TcpHandoff, UnixToTcp, handoff_channel,
+    Proxy, Refusal, RelayHandle, RelayOptions, TaskHandle, TaskRules, TcpHandoff, UnixToTcp,
+    handoff_channel,
 };
+
+/// One egress proxy for the runs holding clones of this handle (portbridge's).
+pub use paddock_portbridge::SharedProxy;
 
 /// The running host ends of a plan's bridges.
 #[derive(Debug, Default)]
@@ -37,39 +40,6 @@ pub struct Bridges {
     // The task is dropped before the proxy (field order).
     task: Option<TaskHandle>,
     proxy: Option<Arc<Proxy>>,
-}
-
-/// One egress proxy for the runs holding clones of this handle: started on the first run
-/// that needs it, stopped when the last run using it ends. Shared by handle, never through
-/// a global: a caller decides which runs share one.
-#[derive(Clone, Debug, Default)]
-pub struct SharedProxy(Arc<Mutex<Weak<Proxy>>>);
-
-impl SharedProxy {
-    /// A handle on no proxy yet.
-    pub fn new() -> SharedProxy {
-        SharedProxy::default()
-    }
-
-    /// The running proxy, started now if no run uses one.
-    fn get(&self) -> Result<Arc<Proxy>> {
-        let mut slot =
-            self.0.lock().map_err(|_| crate::Error::run("the egress proxy's lock is poisoned"))?;
-        if let Some(proxy) = slot.upgrade() {
-            return Ok(proxy);
-        }
-        let proxy = Arc::new(
-            Proxy::start(Arc::new(SystemResolver), ProxyOptions::default())
-                .context("cannot start the egress proxy")?,
-        );
-        *slot = Arc::downgrade(&proxy);
-        Ok(proxy)
-    }
-
-    /// Whether a proxy runs now (some run uses it).
-    pub fn running(&self) -> bool {
-        self.0.lock().is_ok_and(|slot| slot.strong_count() > 0)
-    }
 }
 
 impl Bridges {
@@ -88,7 +58,7 @@ impl Bridges {
                         "the plan has an egress proxy but the policy's network is not a domain list",
                     )?;
                     socket_dir(socket.as_path())?;
-                    let proxy = proxy.get()?;
+                    let proxy = proxy.get().context("cannot start the egress proxy")?;
                     let task = proxy
                         .add_task(socket.as_path(), rules)
                         .context("cannot start the egress proxy")?;
@@ -133,7 +103,8 @@ impl Bridges {
     /// A violation has no place for the proxy's reason, and the run's summary suggests
     /// `allow.network` for every refused destination. Where that is not the cure (a granted
     /// name that resolved into the LAN, a `deny.network` match, a TLS server name that
-    /// differs from the tunnel's), the reason is returned beside the violations, at most [`MAX_REASONS`] lines.
+    /// differs from the tunnel's), the reason is returned beside the violations, at most
+    /// [`MAX_REFUSAL_NOTES`](paddock_portbridge::MAX_REFUSAL_NOTES) lines.
     pub fn stop(mut self, policy: &ResolvedPolicy) -> (Vec<Violation>, Vec<String>) {
         self.relays.clear();
         let refusals = self.task.take().map(TaskHandle::stop).unwrap_or_default();
@@ -141,31 +112,9 @@ impl Bridges {
         let filter = ReportFilter::new(policy);
         let kept: Vec<Refusal> =
             refusals.into_iter().filter(|r| filter.keep(&r.violation, None)).collect();
-        let reasons = reason_lines(&kept);
+        let reasons = paddock_portbridge::refusal_notes(&kept);
         (kept.into_iter().map(|r| r.violation).collect(), reasons)
     }
-}
-
-/// Lines printed for refusals whose reason the summary would not tell.
-const MAX_REASONS: usize = 10;
-
-fn reason_lines(refusals: &[Refusal]) -> Vec<String> {
-    let telling: Vec<&Refusal> = refusals
-        .iter()
-        .filter(|r| !matches!(r.reason, RefusalReason::NotAllowed | RefusalReason::IpNotListed))
-        .collect();
-    let mut lines: Vec<String> = telling
-        .iter()
-        .take(MAX_REASONS)
-        .map(|r| {
-            let target = r.violation.target.as_deref().unwrap_or("(unknown)");
-            format!("the proxy refused {}: {}", target.escape_debug(), r.reason)
-        })
-        .collect();
-    if telling.len() > MAX_REASONS {
-        lines.push(format!("the proxy refused {} more destinations", telling.len() - MAX_REASONS));
-    }
-    lines
 }
 
 /// Creates the directory of a bridge socket (in the runtime dir), private.
@@ -175,45 +124,5 @@ fn socket_dir(socket: &Path) -> Result<()> {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
         Err(e) => Err(e).with_context(|| format!("cannot create {}", dir.display())),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use paddock_policy::ViolationKind;
-
-    fn refusal(target: &str, reason: RefusalReason) -> Refusal {
-        let violation = Violation {
-            kind: ViolationKind::Network,
-            path: None,
-            target: Some(target.to_owned()),
-            syscall: None,
-            errno: None,
-            count: 1,
-        };
-        Refusal { violation, reason }
-    }
-
-    #[test]
-    fn reasons_the_summary_does_not_tell_are_printed_and_capped() {
-        let ip = "10.0.0.7".parse().unwrap();
-        let mut all = vec![
-            refusal("a.test:443", RefusalReason::NotAllowed),
-            refusal("10.0.0.9:80", RefusalReason::IpNotListed),
-            refusal("lan.test:80", RefusalReason::InternalAddress { ip }),
-        ];
-        assert_eq!(
-            reason_lines(&all),
-            ["the proxy refused lan.test:80: resolves to the internal address 10.0.0.7, \
-              which allow.network does not list"]
-        );
-        for i in 0..MAX_REASONS + 2 {
-            let pattern = format!("x{i}.test");
-            all.push(refusal(&format!("{pattern}:1"), RefusalReason::Denied { pattern }));
-        }
-        let lines = reason_lines(&all);
-        assert_eq!(lines.len(), MAX_REASONS + 1);
-        assert_eq!(lines[MAX_REASONS], "the proxy refused 3 more destinations");
     }
 }

@@ -126,6 +126,20 @@ impl Proxy {
     /// The returned handle removes the socket and closes the task's connections when dropped.
     pub fn add_task(&self, socket: &Path, rules: TaskRules) -> Result<TaskHandle> {
         let listener = Listener::bind_unix(socket)?;
+        self.serve(listener, socket.to_owned(), rules)
+    }
+
+    /// Serves a task on `127.0.0.1:port` (`0` picks a free one, [`TaskHandle::port`] says
+    /// which) with its own rules: for a host without network namespaces (macOS), where the
+    /// task's own sandbox profile allows that one loopback port and nothing else. A busy
+    /// port is [`Error::PortBusy`]: the task does not start (never a proxy of another task).
+    pub fn add_task_on_loopback(&self, port: u16, rules: TaskRules) -> Result<TaskHandle> {
+        let listener = Listener::bind_loopback(port)?;
+        self.serve(listener, PathBuf::new(), rules)
+    }
+
+    fn serve(&self, listener: Listener, socket: PathBuf, rules: TaskRules) -> Result<TaskHandle> {
+        let port = listener.local_addr().map(|a| a.port());
         let task = Arc::new(Task {
             rules,
             tracker: Tracker::new("pb-proxy-conn"),
@@ -136,14 +150,39 @@ impl Proxy {
         let key = self.next_key.fetch_add(1, Ordering::Relaxed);
         let service = Arc::new(TaskService(Arc::clone(&task)));
         if !self.acceptor.add(key, listener, service) {
-            return Err(Error::ProxyStopped { path: socket.to_owned() });
+            return Err(Error::ProxyStopped { path: socket });
         }
-        Ok(TaskHandle {
-            key,
-            acceptor: Arc::clone(&self.acceptor),
-            task,
-            socket: socket.to_owned(),
-        })
+        Ok(TaskHandle { key, acceptor: Arc::clone(&self.acceptor), task, socket, port })
+    }
+}
+
+/// One egress proxy for the tasks holding clones of this handle: started by the first task
+/// that needs it ([`SharedProxy::get`]), stopped when the last [`Arc`] of it is dropped.
+/// Shared by handle, never through a global: the caller decides which tasks share one.
+#[derive(Clone, Debug, Default)]
+pub struct SharedProxy(Arc<Mutex<std::sync::Weak<Proxy>>>);
+
+impl SharedProxy {
+    /// A handle on no proxy yet.
+    pub fn new() -> SharedProxy {
+        SharedProxy::default()
+    }
+
+    /// The running proxy, started now (resolving with the system's resolver, default
+    /// options) if no task uses one.
+    pub fn get(&self) -> Result<Arc<Proxy>> {
+        let mut slot = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(proxy) = slot.upgrade() {
+            return Ok(proxy);
+        }
+        let proxy = Arc::new(Proxy::start(Arc::new(SystemResolver), ProxyOptions::default())?);
+        *slot = Arc::downgrade(&proxy);
+        Ok(proxy)
+    }
+
+    /// Whether a proxy runs now (some task holds it).
+    pub fn running(&self) -> bool {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).strong_count() > 0
     }
 }
 
@@ -155,12 +194,18 @@ pub struct TaskHandle {
     acceptor: Arc<Acceptor>,
     task: Arc<Task>,
     socket: PathBuf,
+    port: Option<u16>,
 }
 
 impl TaskHandle {
-    /// The socket the task's proxy listens on.
+    /// The socket the task's proxy listens on (empty for a task served on a port).
     pub fn socket(&self) -> &Path {
         &self.socket
+    }
+
+    /// The loopback port the task's proxy listens on, for a task served on a port.
+    pub fn port(&self) -> Option<u16> {
+        self.port
     }
 
     /// The refusals since the last call, one per destination and reason, with counts.
@@ -493,5 +538,73 @@ fn sni_gate(
                 }
             }
         }
+    }
+}
+
+/// The most lines [`refusal_notes`] returns but one (which counts the rest).
+pub const MAX_REFUSAL_NOTES: usize = 10;
+
+/// One line for each refusal whose reason a summary would not tell (a granted name that
+/// resolved into the LAN, a `deny.network` match, a TLS server name that differs from the
+/// tunnel's: `allow.network` is not their cure), at most [`MAX_REFUSAL_NOTES`] of them.
+pub fn refusal_notes(refusals: &[Refusal]) -> Vec<String> {
+    let telling: Vec<&Refusal> = refusals
+        .iter()
+        .filter(|r| !matches!(r.reason, RefusalReason::NotAllowed | RefusalReason::IpNotListed))
+        .collect();
+    let mut lines: Vec<String> = telling
+        .iter()
+        .take(MAX_REFUSAL_NOTES)
+        .map(|r| {
+            let target = r.violation.target.as_deref().unwrap_or("(unknown)");
+            format!("the proxy refused {}: {}", target.escape_debug(), r.reason)
+        })
+        .collect();
+    if telling.len() > MAX_REFUSAL_NOTES {
+        lines.push(format!(
+            "the proxy refused {} more destinations",
+            telling.len() - MAX_REFUSAL_NOTES
+        ));
+    }
+    lines
+}
+
+#[cfg(test)]
+mod refusal_note_tests {
+    use super::*;
+    use paddock_policy::ViolationKind;
+
+    fn refusal(target: &str, reason: RefusalReason) -> Refusal {
+        let violation = Violation {
+            kind: ViolationKind::Network,
+            path: None,
+            target: Some(target.to_owned()),
+            syscall: None,
+            errno: None,
+            count: 1,
+        };
+        Refusal { violation, reason }
+    }
+
+    #[test]
+    fn reasons_the_summary_does_not_tell_are_printed_and_capped() {
+        let ip = "10.0.0.7".parse().unwrap();
+        let mut all = vec![
+            refusal("a.test:443", RefusalReason::NotAllowed),
+            refusal("10.0.0.9:80", RefusalReason::IpNotListed),
+            refusal("lan.test:80", RefusalReason::InternalAddress { ip }),
+        ];
+        assert_eq!(
+            refusal_notes(&all),
+            ["the proxy refused lan.test:80: resolves to the internal address 10.0.0.7, \
+              which allow.network does not list"]
+        );
+        for i in 0..MAX_REFUSAL_NOTES + 2 {
+            let pattern = format!("x{i}.test");
+            all.push(refusal(&format!("{pattern}:1"), RefusalReason::Denied { pattern }));
+        }
+        let lines = refusal_notes(&all);
+        assert_eq!(lines.len(), MAX_REFUSAL_NOTES + 1);
+        assert_eq!(lines[MAX_REFUSAL_NOTES], "the proxy refused 3 more destinations");
     }
 }
