@@ -1,6 +1,7 @@
 //! One task on macOS from start to report: the policy resolved, a runtime directory of the
 //! task's own, the seatbelt plan, and `paddock-macos-seatbelt`'s executor performing it
-//! (the log monitor itemizes, the task's `TMPDIR` is made and removed there).
+//! (the log monitor itemizes, the task's `TMPDIR` is made and removed there, a domain list
+//! gets the task's own listener on the sandboxes' shared egress proxy).
 //!
 //! The counterpart of `linux-bwrap`'s `runtime::task`, much shorter: macOS has no mount
 //! namespace, so there are no placeholders to share with other runs and no walk of the
@@ -12,9 +13,13 @@ use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use paddock_linux_bwrap::runtime::host::CachedHost;
-use paddock_macos_seatbelt::run::{Control, Notes, RunOptions, RunOutcome, Stdio, Stream};
+use paddock_macos_seatbelt::run::{
+    Control, Egress, Notes, Refusal, RunOptions, RunOutcome, Stdio, Stream, TaskRules,
+};
 use paddock_macos_seatbelt::{LOG_PROGRAM, MacosSeatbelt, SANDBOX_EXEC};
-use paddock_policy::{AbsPathBuf, Backend, ItemizeMode, ResolvedPolicy, Task, Violation};
+use paddock_policy::{
+    AbsPathBuf, Backend, ItemizeMode, ReportFilter, ResolvedPolicy, Task, Violation,
+};
 
 use crate::command::StdioKind;
 use crate::sandbox::Inner;
@@ -96,17 +101,32 @@ pub(crate) fn run(
         notes: notes.clone(),
         sandbox_exec: PathBuf::from(SANDBOX_EXEC),
         log: (mode != ItemizeMode::Off).then(|| PathBuf::from(LOG_PROGRAM)),
+        // A domain list: the task's own listener on the sandboxes' shared proxy.
+        egress: TaskRules::from_policy(&resolved.network)
+            .map(|rules| Egress { proxy: inner.proxy.inner.clone(), rules }),
         ..RunOptions::new()?
     };
     let ran = paddock_macos_seatbelt::run::run_plan(&plan, &task, &opts).map_err(Error::from)?;
     drop(runtime);
-    Ok(Finished {
-        outcome: ran.outcome,
-        itemized_by: ran.itemized_by,
-        violations: ran.violations,
-        resolved,
-        cwd,
-    })
+    let (mut violations, refused) = (ran.violations, network_violations(ran.refusals, &resolved));
+    for line in refused.1 {
+        notes.push(format!("note: {line}"));
+    }
+    violations.extend(refused.0);
+    Ok(Finished { outcome: ran.outcome, itemized_by: ran.itemized_by, violations, resolved, cwd })
+}
+
+/// The proxy's refusals that `report.ignore` keeps, as network violations, and the lines
+/// for those whose reason the summary would not tell.
+fn network_violations(
+    refusals: Vec<Refusal>,
+    resolved: &ResolvedPolicy,
+) -> (Vec<Violation>, Vec<String>) {
+    let filter = ReportFilter::new(resolved);
+    let kept: Vec<Refusal> =
+        refusals.into_iter().filter(|r| filter.keep(&r.violation, None)).collect();
+    let lines = paddock_portbridge::refusal_notes(&kept);
+    (kept.into_iter().map(|r| r.violation).collect(), lines)
 }
 
 /// The task's runtime directory under the user's temporary directory: made fresh (0700),

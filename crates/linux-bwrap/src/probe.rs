@@ -14,9 +14,9 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use paddock_policy::HostFacts;
+pub use paddock_policy::{Check, CheckReport, Status};
 
 use bounded::output;
-use serde::Serialize;
 
 mod bounded;
 
@@ -28,49 +28,6 @@ pub const STRACE_PATHS: &[&str] = &["/usr/bin/strace", "/usr/local/bin/strace", 
 pub const SOCKET_PATH_MAX: usize = 107;
 /// Room a task needs below its runtime base for its own dir and socket names.
 pub const RUNTIME_SUFFIX_ROOM: usize = 48;
-
-/// The outcome of one check.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Status {
-    /// Fine.
-    Ok,
-    /// Works, with less (itemizing, for example).
-    Warn,
-    /// paddock cannot sandbox until this is fixed.
-    Fail,
-}
-
-/// One check: what was looked at, what was found, and the fix.
-#[derive(Clone, Debug, Serialize)]
-pub struct Check {
-    /// Short name (`bwrap`, `user-namespaces`, ...).
-    pub name: &'static str,
-    /// Outcome.
-    pub status: Status,
-    /// What was found.
-    pub message: String,
-    /// What to do, in the user's terms, when not ok.
-    pub fix: Option<String>,
-}
-
-/// Every check, in order.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct CheckReport {
-    /// The checks.
-    pub checks: Vec<Check>,
-}
-
-impl CheckReport {
-    /// Whether no check failed.
-    pub fn ok(&self) -> bool {
-        self.checks.iter().all(|c| c.status != Status::Fail)
-    }
-
-    fn push(&mut self, name: &'static str, status: Status, message: String, fix: Option<&str>) {
-        self.checks.push(Check { name, status, message, fix: fix.map(str::to_owned) });
-    }
-}
 
 /// What the probe found.
 #[derive(Clone, Debug)]

@@ -112,8 +112,8 @@ impl Backend for MacosSeatbelt {
         if !policy.local_ports.is_empty() {
             diagnostics.push(
                 "allow.local-ports: macOS has no network namespace, so the task binds the host's \
-                 loopback directly (127.0.0.1 only; a dual-stack socket bound to ::ffff:127.0.0.1 \
-                 is refused)"
+                 ports directly; a server bound to every interface (0.0.0.0, ::) on a granted \
+                 port is reachable from the network too: bind 127.0.0.1 to keep it local"
                     .to_owned(),
             );
         }

@@ -255,13 +255,15 @@ impl Writer<'_> {
         }
 
         if !policy.local_ports.is_empty() {
+            // `*:PORT`, not `localhost:PORT`: the dual-stack `::` socket that Node's and
+            // Python's dev servers bind (and 127.0.0.1 on it, `::ffff:127.0.0.1` to the
+            // kernel) is not `localhost` to seatbelt. Bind and inbound name no remote end,
+            // so this grants no egress (MAC-04).
             self.section(
-                "allow.local-ports: bind and accept on loopback only (no outbound: MAC-04)",
+                "allow.local-ports: bind and accept on these ports, any local address (no outbound: MAC-04)",
             );
             for port in &policy.local_ports {
-                self.line(&format!(
-                    "(allow network-bind network-inbound (local ip \"localhost:{port}\"))"
-                ));
+                self.line(&format!("(allow network-bind network-inbound (local ip \"*:{port}\"))"));
             }
         }
         if !policy.host_ports.is_empty() {

@@ -402,8 +402,10 @@ fn a_pipe_of_the_callers_carries_polite_signals_as_a_signal_handler_would_write_
     let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
     let mut handler = fs::File::from(write.try_clone().unwrap());
     let ready = s.proj.join("ready");
+    // SIGINT unless this test inherited it ignored (the task could not trap it then).
+    let (signal, name) = paddock_test_support::polite_signal_not_ignored();
     let task = s.sh(&format!(
-        "trap 'echo got-int; exit 9' INT; touch {}; while :; do sleep 0.02; done",
+        "trap 'echo got-int; exit 9' {name}; touch {}; while :; do sleep 0.02; done",
         q(&ready)
     ));
     let mut opts = s.opts();
@@ -411,9 +413,14 @@ fn a_pipe_of_the_callers_carries_polite_signals_as_a_signal_handler_would_write_
     let ran = std::thread::scope(|scope| {
         let run = scope.spawn(|| s.run(&task, &opts));
         s.wait_for(&ready);
-        handler.write_all(&[u8::try_from(libc::SIGINT).unwrap()]).unwrap();
+        handler.write_all(&[u8::try_from(signal).unwrap()]).unwrap();
         run.join().unwrap()
     });
     assert_eq!(ran.outcome.exit_code, 9);
     assert!(text(&ran.outcome.stdout).contains("got-int"));
 }
+
+#[path = "exec/check.rs"]
+mod check;
+#[path = "exec/egress.rs"]
+mod egress;

@@ -41,6 +41,7 @@
 
 mod backend;
 mod canonical;
+mod check;
 mod config;
 mod defaults;
 mod domain;
@@ -79,6 +80,7 @@ mod unix_socket_tests;
 mod walls_tests;
 
 pub use backend::Backend;
+pub use check::{Check, CheckReport, Status};
 pub use config::{Format, MAX_CONFIG_BYTES, load_str, parse_toml};
 pub use defaults::{BUILTIN_SECRETS, default_policy};
 pub use domain::{DomainPattern, HostName, HostPattern, PortSpec, WEB_PORTS, is_internal};

@@ -177,30 +177,76 @@ pub fn check(args: &CheckArgs) -> Result<u8> {
         return check_project(args, dir);
     }
     #[cfg(target_os = "linux")]
-    {
-        use paddock_linux_bwrap::probe::Status;
-        let report = &paddock_linux_bwrap::probe::probe().report;
-        if args.json {
-            println!("{}", serde_json::to_string_pretty(report)?);
-        } else {
-            for c in &report.checks {
-                let mark = match c.status {
-                    Status::Ok => "ok  ",
-                    Status::Warn => "warn",
-                    Status::Fail => "FAIL",
-                };
-                println!("{mark} {:<18} {}", c.name, c.message);
-                if let Some(fix) = c.fix.as_ref().filter(|_| c.status != Status::Ok) {
-                    println!("     {:<18} fix: {fix}", "");
-                }
+    let report = paddock_linux_bwrap::probe::probe().report;
+    #[cfg(target_os = "macos")]
+    let report = macos_check();
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
+    let report = {
+        let mut report = paddock_policy::CheckReport::default();
+        report.push(
+            "platform",
+            paddock_policy::Status::Fail,
+            format!("paddock sandboxes tasks on Linux and macOS, not on {}", std::env::consts::OS),
+            Some("`paddock plan` shows the plans of both backends here"),
+        );
+        report
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        use paddock_policy::Status;
+        for c in &report.checks {
+            let mark = match c.status {
+                Status::Ok => "ok  ",
+                Status::Warn => "warn",
+                Status::Fail => "FAIL",
+            };
+            println!("{mark} {:<18} {}", c.name, c.message);
+            if let Some(fix) = c.fix.as_ref().filter(|_| c.status != Status::Ok) {
+                println!("     {:<18} fix: {fix}", "");
             }
         }
-        Ok(if report.ok() { 0 } else { 1 })
     }
-    #[cfg(not(target_os = "linux"))]
-    {
-        let _ = args;
-        bail!("`paddock check` probes Linux hosts; on macOS run `cargo xtask test-macos`")
+    Ok(if report.ok() { 0 } else { 1 })
+}
+
+/// The macOS checks: `sandbox-exec` present, this process not sandboxed already, a profile
+/// applied, a real sandboxed `true` under the default policy, `log stream` readable.
+#[cfg(target_os = "macos")]
+fn macos_check() -> paddock_policy::CheckReport {
+    use paddock_macos_seatbelt::run::check::{
+        CheckOptions, SandboxedTrue, check_rest, check_sandbox,
+    };
+    let opts = CheckOptions::default();
+    let mut report = check_sandbox(&opts);
+    let tried = if report.ok() { sandboxed_true() } else { SandboxedTrue::NotTried };
+    check_rest(&mut report, &opts, &tried);
+    report
+}
+
+/// `true` run by the library under the default policy, in a scratch project of its own.
+#[cfg(target_os = "macos")]
+fn sandboxed_true() -> paddock_macos_seatbelt::run::check::SandboxedTrue {
+    use paddock_macos_seatbelt::run::check::SandboxedTrue;
+    let project = std::env::temp_dir().join(format!("paddock-check-{}", std::process::id()));
+    if let Err(e) = std::fs::create_dir_all(&project) {
+        return SandboxedTrue::Failed(format!("cannot create {}: {e}", project.display()));
+    }
+    let ran = crate::Sandbox::builder(&project)
+        .itemize(paddock_policy::ItemizeMode::Off)
+        .build()
+        .and_then(|sandbox| {
+            sandbox.run(
+                crate::Command::new("/usr/bin/true")
+                    .stdin(crate::Stdio::null())
+                    .stdout(crate::Stdio::null())
+                    .stderr(crate::Stdio::piped()),
+            )
+        });
+    let _ = std::fs::remove_dir_all(&project);
+    match ran {
+        Ok(out) => SandboxedTrue::Exited(out.report.exit_code),
+        Err(e) => SandboxedTrue::Failed(e.to_string()),
     }
 }
 

@@ -17,8 +17,8 @@ use crate::diagnose::probe_verdict;
 use crate::error::Error;
 use crate::plan::SANDBOX_EXEC;
 
-/// The trivial profile the probe applies.
-pub const TRIVIAL_PROFILE: &str = "(version 1)(allow default)";
+/// The trivial profile the probe applies (the one `paddock check` applies).
+pub use crate::run::check::TRIVIAL_PROFILE;
 /// What the probe runs under it.
 pub const TRUE: &str = "/usr/bin/true";
 

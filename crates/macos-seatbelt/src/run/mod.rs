@@ -6,15 +6,20 @@
 //! group) of its own, and supervises it ([`supervise`]: timeout, polite signals then the
 //! kill, capture, usage).
 //! Around it: the task's `TMPDIR` (the plan's placeholder) made fresh and removed at the end,
-//! and one `log stream` per run ([`monitor`]) keyed by the run's log tag, started before the
-//! task and stopped after it, whose records become the run's violations.
+//! one `log stream` per run ([`monitor`]) keyed by the run's log tag, started before the
+//! task and stopped after it, whose records become the run's violations, and, for a domain
+//! list, the task's own listener of the shared egress proxy ([`Egress`]) on the one loopback
+//! port its profile allows, whose refusals become [`Ran::refusals`].
 //!
 //! Nothing here is macOS-only: the paths of `sandbox-exec` and `log` are options, so that the
 //! executor runs on every Unix against stand-ins. Nothing is process-wide either: no signal
 //! handler, no global, no printing (notes go to the run's [`Notes`]).
 
+pub mod check;
 pub mod monitor;
 pub mod supervise;
+
+pub use paddock_portbridge::{Refusal, SharedProxy, TaskRules};
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
@@ -22,7 +27,7 @@ use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use paddock_policy::{SpawnPlan, Task, Violation};
+use paddock_policy::{BridgeSpec, SpawnPlan, Task, Violation};
 
 pub use monitor::LogMonitor;
 pub use supervise::{
@@ -49,6 +54,18 @@ pub struct Ran {
     pub itemized_by: Option<&'static str>,
     /// The task's denials, deduplicated.
     pub violations: Vec<Violation>,
+    /// What the egress proxy refused the task (network violations with their reasons),
+    /// unfiltered: the caller applies `report.ignore`.
+    pub refusals: Vec<Refusal>,
+}
+
+/// The egress proxy a run with a domain list needs: the shared proxy, and the task's rules.
+#[derive(Clone, Debug)]
+pub struct Egress {
+    /// The proxy the task's listener is added to (started now if no task uses it).
+    pub proxy: SharedProxy,
+    /// The task's `allow.network` and `deny.network`.
+    pub rules: TaskRules,
 }
 
 /// The program and argv [`run_plan`] executes for `plan`: `opts.sandbox_exec` with the
@@ -69,9 +86,17 @@ pub fn run_plan(plan: &SpawnPlan, task: &Task, opts: &RunOptions) -> Result<Ran,
     if let Some(code) = missing_program(plan, &opts.notes) {
         let outcome =
             RunOutcome { exit_code: code, duration: start.elapsed(), ..RunOutcome::default() };
-        return Ok(Ran { outcome, itemized_by: None, violations: Vec::new() });
+        return Ok(Ran {
+            outcome,
+            itemized_by: None,
+            violations: Vec::new(),
+            refusals: Vec::new(),
+        });
     }
     let dirs = TaskDirs::create(plan, task)?;
+    // The proxy listens before the task starts: a busy port fails the run here, never hands
+    // the task another's proxy.
+    let egress = start_egress(plan, opts)?;
 
     let monitor = match &opts.log {
         None => None,
@@ -123,7 +148,36 @@ pub fn run_plan(plan: &SpawnPlan, task: &Task, opts: &RunOptions) -> Result<Ran,
     for line in dirs.remove() {
         opts.notes.push(format!("warning: {line}"));
     }
-    Ok(Ran { outcome: outcome?, itemized_by, violations })
+    let refusals = egress.map(paddock_portbridge::TaskHandle::stop).unwrap_or_default();
+    Ok(Ran { outcome: outcome?, itemized_by, violations, refusals })
+}
+
+/// The task's listener on the shared egress proxy, when the plan has one.
+fn start_egress(
+    plan: &SpawnPlan,
+    opts: &RunOptions,
+) -> Result<Option<paddock_portbridge::TaskHandle>, Error> {
+    let Some(port) = plan.bridges.iter().find_map(|b| match b {
+        BridgeSpec::Proxy { port, .. } => Some(*port),
+        _ => None,
+    }) else {
+        return Ok(None);
+    };
+    let Some(egress) = &opts.egress else {
+        return Err(Error::Unsupported {
+            what: "a domain list needs the egress proxy (RunOptions::egress)".to_owned(),
+        });
+    };
+    let proxy = egress.proxy.get().map_err(|e| Error::Run {
+        what: "start the egress proxy".to_owned(),
+        message: e.to_string(),
+    })?;
+    let handle =
+        proxy.add_task_on_loopback(port, egress.rules.clone()).map_err(|e| Error::Run {
+            what: format!("serve the egress proxy on 127.0.0.1:{port}"),
+            message: e.to_string(),
+        })?;
+    Ok(Some(handle))
 }
 
 /// Refuses what this executor does not do, before anything exists.
@@ -132,8 +186,8 @@ fn check(plan: &SpawnPlan, task: &Task, opts: &RunOptions) -> Result<(), Error> 
     if plan.backend != BACKEND_NAME {
         return unsupported(&format!("the plan is {}'s, not {BACKEND_NAME}'s", plan.backend));
     }
-    if !plan.bridges.is_empty() {
-        return unsupported("a domain list needs the egress proxy, which it does not start yet");
+    if plan.bridges.iter().any(|b| !matches!(b, BridgeSpec::Proxy { .. })) {
+        return unsupported("port bridges need a network namespace; macOS has none");
     }
     if !plan.payloads.is_empty() || plan.signal_fd.is_some() || plan.observer.is_some() {
         return unsupported("the plan hands the sandbox descriptors");

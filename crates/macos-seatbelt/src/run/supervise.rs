@@ -96,6 +96,9 @@ pub struct RunOptions {
     pub monitor_ready: Duration,
     /// How long the monitor keeps listening after the task, for late records.
     pub monitor_grace: Duration,
+    /// The egress proxy, for a plan with a domain list (its port in the plan's bridges);
+    /// `None` refuses such a plan.
+    pub egress: Option<super::Egress>,
 }
 
 impl RunOptions {
@@ -113,6 +116,7 @@ impl RunOptions {
             log: Some(PathBuf::from(LOG_PROGRAM)),
             monitor_ready: Duration::from_secs(10),
             monitor_grace: Duration::from_secs(1),
+            egress: None,
         })
     }
 }

@@ -211,7 +211,15 @@ impl Sbpl {
             Some("global-name-prefix") => subject.starts_with(&self.arg(&args[0])),
             Some("remote" | "local") => match (&args[0], args.get(1)) {
                 (Sexp::Sym(kind), Some(Sexp::Str(addr))) if kind == "ip" => {
-                    addr == "*:*" || addr == subject
+                    // `HOST:PORT`, either part `*` (any); SBPL has no other wildcards here.
+                    let split =
+                        |a: &str| a.rsplit_once(':').map(|(h, p)| (h.to_owned(), p.to_owned()));
+                    match (split(addr), split(subject)) {
+                        (Some((rh, rp)), Some((sh, sp))) => {
+                            (rh == "*" || rh == sh) && (rp == "*" || rp == sp)
+                        }
+                        _ => addr == subject,
+                    }
                 }
                 (Sexp::Sym(kind), Some(inner)) if kind == "unix-socket" => {
                     self.matches(inner, subject)

@@ -371,6 +371,9 @@ fn mac04_loopback_outbound_only_to_granted_ports() {
         ("network-outbound", "1.1.1.1:443".to_owned(), false),
         ("network-bind", "localhost:8080".to_owned(), true),
         ("network-inbound", "localhost:8080".to_owned(), true),
+        // A dual-stack `::` server on the granted port (Node, Python's http.server).
+        ("network-bind", "*:8080".to_owned(), true),
+        ("network-inbound", "*:8080".to_owned(), true),
         ("network-bind", "localhost:8081".to_owned(), false),
         ("network-bind", "*:8082".to_owned(), false),
     ] {
