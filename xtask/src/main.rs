@@ -1,7 +1,8 @@
 //! Project automation, run as `cargo xtask TASK`.
 //!
 //! - `ci`: everything CI checks: fmt, clippy `-D warnings`, the tests, the tidy checks, the
-//!   purity of the pure crates, the macOS type-check, and every fuzz target for a minute.
+//!   purity of the pure crates, the macOS type-check, and every fuzz target for a minute; on
+//!   a Mac, what applies there (`ci_macos`: the checks, the tests and `test-macos`).
 //! - `test-linux`: the end-to-end suite as root and as an unprivileged user, itemizing with
 //!   the observers (also with strace hidden) and with strace.
 //! - `test-macos`: the end-to-end suite against sandbox-exec (on macOS only).
@@ -253,6 +254,9 @@ fn ci(root: &Path) -> Result<()> {
         // SAFETY: single-threaded here; nothing reads the environment concurrently.
         unsafe { std::env::set_var(paddock_test_support::CI_ENV, "true") };
     }
+    if cfg!(target_os = "macos") {
+        return ci_macos(root, started);
+    }
     run(cargo().args(["fmt", "--all", "--", "--check"]))?;
     tidy::check(root)?;
     purity()?;
@@ -293,6 +297,28 @@ fn ci(root: &Path) -> Result<()> {
     containers.finish()?;
     let _ = std::fs::remove_dir_all(skip_log_dir());
     eprintln!("xtask ci: all checks passed in {:.0?}", started.elapsed());
+    Ok(())
+}
+
+/// `cargo xtask ci` on a Mac: what applies there. The formatting, tidy and purity checks,
+/// clippy with `-D warnings` on the whole workspace for this Mac's own target, every test
+/// that is not Linux's (the Linux backend's OS suites and the bubblewrap end-to-end suite
+/// are `cfg`-gated to Linux), then `test-macos`: the seatbelt backend's suites and its
+/// end-to-end checks against the real `/usr/bin/sandbox-exec`.
+fn ci_macos(root: &Path, started: std::time::Instant) -> Result<()> {
+    run(cargo().args(["fmt", "--all", "--", "--check"]))?;
+    tidy::check(root)?;
+    purity()?;
+    run(cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
+    let pass = Pass::new(&skip_log_dir(), "cargo test --workspace (macOS)", &[])?;
+    let mut cmd = cargo();
+    cmd.args(["test", "--workspace", "--no-fail-fast"]).env("RUST_BACKTRACE", "0");
+    pass.apply(&mut cmd);
+    run(&mut cmd)?;
+    pass.finish()?;
+    test_macos()?;
+    let _ = std::fs::remove_dir_all(skip_log_dir());
+    eprintln!("xtask ci (macOS): all checks passed in {:.0?}", started.elapsed());
     Ok(())
 }
 
