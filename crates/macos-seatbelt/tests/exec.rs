@@ -424,3 +424,67 @@ fn a_pipe_of_the_callers_carries_polite_signals_as_a_signal_handler_would_write_
 mod check;
 #[path = "exec/egress.rs"]
 mod egress;
+
+/// Whether process `pid` is gone (or only a zombie no one reaped yet).
+fn gone(pid: &str) -> bool {
+    let out = std::process::Command::new("ps").args(["-o", "stat=", "-p", pid]).output().unwrap();
+    let stat = text(&out.stdout);
+    stat.trim().is_empty() || stat.trim_start().starts_with('Z')
+}
+
+#[test]
+fn kill_9_of_the_runner_leaves_no_process_and_no_directory() {
+    // One test, two roles: this process re-runs itself as the runner, which performs a plan
+    // whose task and monitor live for ever, and kills it with SIGKILL.
+    const RUNNER: &str = "PADDOCK_EXEC_TEST_RUNNER";
+    let name = "kill_9_of_the_runner_leaves_no_process_and_no_directory";
+    if std::env::var_os(RUNNER).is_some() {
+        let s = Stage::new("kill9-runner");
+        let task = s.sh("echo $$ > task-pid; echo \"$TMPDIR\" > tmpdir; exec sleep 600");
+        script(
+            &s.log,
+            &format!(
+                "#!/bin/sh\necho $$ > {}\necho 'Filtering the log data'\nwhile :; do sleep 0.02; done\n",
+                q(&s.proj.join("log-pid"))
+            ),
+        );
+        let _ = run_plan(&s.plan(&task), &task, &s.opts());
+        std::mem::forget(s);
+        return;
+    }
+    let mut runner = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env(RUNNER, "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let base = fs::canonicalize(std::env::temp_dir()).unwrap();
+    let root = base.join(format!("paddock-exec-{}-kill9-runner", runner.id()));
+    let proj = root.join("proj");
+    let until = Instant::now() + Duration::from_secs(20);
+    let read = |f: &str| fs::read_to_string(proj.join(f)).unwrap_or_default().trim().to_owned();
+    while read("task-pid").is_empty() || read("log-pid").is_empty() || read("tmpdir").is_empty() {
+        assert!(Instant::now() < until, "the runner's task never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (task_pid, log_pid, tmpdir) = (read("task-pid"), read("log-pid"), read("tmpdir"));
+    assert!(Path::new(&tmpdir).is_dir(), "{tmpdir}");
+    runner.kill().unwrap();
+    runner.wait().unwrap();
+    let until = Instant::now() + Duration::from_secs(10);
+    while !(gone(&task_pid) && gone(&log_pid) && !root.join("rt").exists()) {
+        if Instant::now() > until {
+            let _ = fs::remove_dir_all(&root);
+            panic!(
+                "left behind: task {} log {} runtime dir {}",
+                !gone(&task_pid),
+                !gone(&log_pid),
+                root.join("rt").exists()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!Path::new(&tmpdir).exists(), "the task's TMPDIR is left");
+    let _ = fs::remove_dir_all(&root);
+}

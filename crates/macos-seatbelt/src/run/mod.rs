@@ -9,7 +9,8 @@
 //! one `log stream` per run ([`monitor`]) keyed by the run's log tag, started before the
 //! task and stopped after it, whose records become the run's violations, and, for a domain
 //! list, the task's own listener of the shared egress proxy ([`Egress`]) on the one loopback
-//! port its profile allows, whose refusals become [`Ran::refusals`].
+//! port its profile allows, whose refusals become [`Ran::refusals`]. A watchdog (`watchdog`)
+//! kills what the run started and removes its directories if the runner itself is killed.
 //!
 //! Nothing here is macOS-only: the paths of `sandbox-exec` and `log` are options, so that the
 //! executor runs on every Unix against stand-ins. Nothing is process-wide either: no signal
@@ -18,6 +19,7 @@
 pub mod check;
 pub mod monitor;
 pub mod supervise;
+mod watchdog;
 
 pub use paddock_portbridge::{Refusal, SharedProxy, TaskRules};
 
@@ -37,6 +39,7 @@ pub use supervise::{
 use crate::command::command;
 use crate::error::Error;
 use crate::plan::{BACKEND_NAME, log_tag};
+use watchdog::Watchdog;
 
 /// What [`Ran::itemized_by`] says when the monitor itemized the run.
 pub const ITEMIZED_BY: &str = "seatbelt-log";
@@ -97,11 +100,17 @@ pub fn run_plan(plan: &SpawnPlan, task: &Task, opts: &RunOptions) -> Result<Ran,
     // The proxy listens before the task starts: a busy port fails the run here, never hands
     // the task another's proxy.
     let egress = start_egress(plan, opts)?;
+    // Before any process of the run: whatever it starts is killed, and its directories
+    // removed, if the runner dies.
+    let mut watchdog = Watchdog::start(&dirs.paths())?;
 
     let monitor = match &opts.log {
         None => None,
         Some(log) => match LogMonitor::start_with(log, &log_tag(task), opts.monitor_ready) {
-            Ok(m) => Some(m),
+            Ok(m) => {
+                watchdog.watch(m.id());
+                Some(m)
+            }
             Err(e) => {
                 opts.notes.push(format!("note: violations are not itemized: {e}"));
                 None
@@ -123,13 +132,17 @@ pub fn run_plan(plan: &SpawnPlan, task: &Task, opts: &RunOptions) -> Result<Ran,
     // own that no terminal's job control stops: in the caller's session a background group
     // reading the terminal would be stopped (SIGTTIN) and the run would wait for ever. The
     // caller's Ctrl-C reaches the task only through the run's control.
+    // The task's group is announced to the watchdog by the child itself, before exec: a
+    // runner killed right after the fork leaves no task behind.
+    let watchdog_fd = watchdog.fd();
     // SAFETY: the closure runs in the child between fork and exec and calls only setsid,
-    // which is async-signal-safe, and reads errno.
+    // getpid and write, which are async-signal-safe, and reads errno.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             if libc::setsid() == -1 {
                 return Err(std::io::Error::last_os_error());
             }
+            watchdog::announce_self(watchdog_fd);
             Ok(())
         });
     }
@@ -149,6 +162,7 @@ pub fn run_plan(plan: &SpawnPlan, task: &Task, opts: &RunOptions) -> Result<Ran,
         opts.notes.push(format!("warning: {line}"));
     }
     let refusals = egress.map(paddock_portbridge::TaskHandle::stop).unwrap_or_default();
+    watchdog.done();
     Ok(Ran { outcome: outcome?, itemized_by, violations, refusals })
 }
 
@@ -296,6 +310,11 @@ impl TaskDirs {
             dirs.made.push(path.to_path_buf());
         }
         Ok(dirs)
+    }
+
+    /// What the run made, for the watchdog to remove if the runner dies.
+    fn paths(&self) -> Vec<PathBuf> {
+        self.made.iter().chain(&self.runtime).cloned().collect()
     }
 
     /// Removes what was made; what could not be removed, one line each.
