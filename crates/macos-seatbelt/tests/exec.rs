@@ -5,6 +5,8 @@
 #![cfg(unix)]
 // Fixture helpers outside `#[test]` functions: a failed setup step is a failed test.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
+// The tests start helpers (`ps`, a runner process of their own) outside the executor.
+#![allow(clippy::disallowed_methods)]
 
 use std::ffi::OsString;
 use std::fs;
