@@ -317,17 +317,22 @@ fn host_facts() -> Result<HostFacts, Error> {
     if facts.bwrap.is_some() {
         return Ok(facts);
     }
-    let report = paddock_linux_bwrap::probe::probe().report;
-    let diagnosis: Vec<String> = report
+    Err(Error::Unavailable { diagnosis: diagnosis(&paddock_linux_bwrap::probe::probe().report) })
+}
+
+/// The failed checks of `report` with their fixes, on one line: what `paddock check` says.
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+fn diagnosis(report: &paddock_policy::CheckReport) -> String {
+    let failed: Vec<String> = report
         .checks
         .iter()
-        .filter(|c| c.status == paddock_linux_bwrap::probe::Status::Fail)
+        .filter(|c| c.status == paddock_policy::Status::Fail)
         .map(|c| match &c.fix {
             Some(fix) => format!("{}: {} (fix: {fix})", c.name, c.message),
             None => format!("{}: {}", c.name, c.message),
         })
         .collect();
-    Err(Error::Unavailable { diagnosis: diagnosis.join("; ") })
+    failed.join("; ")
 }
 
 /// Sets the supervisor of `facts` as `choice` says, or says why there is none.
@@ -362,16 +367,17 @@ fn choose_supervisor(_: &mut HostFacts, _: Supervisor) -> Result<(), Error> {
     Ok(())
 }
 
-/// The facts of this host, or why it cannot run sandboxes.
+/// The facts of this host, or why it cannot run sandboxes: `sandbox-exec` missing, this
+/// process inside a sandbox already, or a profile that does not apply (`paddock check`'s
+/// first checks, one short `sandbox-exec` run).
 #[cfg(target_os = "macos")]
 fn host_facts() -> Result<HostFacts, Error> {
-    let facts = paddock_macos_seatbelt::macos::host_facts();
-    if !facts.sandbox_exec {
-        return Err(Error::Unavailable {
-            diagnosis: format!("{} is missing", paddock_macos_seatbelt::SANDBOX_EXEC),
-        });
+    use paddock_macos_seatbelt::run::check::{CheckOptions, check_sandbox};
+    let report = check_sandbox(&CheckOptions::default());
+    if !report.ok() {
+        return Err(Error::Unavailable { diagnosis: diagnosis(&report) });
     }
-    Ok(facts)
+    Ok(paddock_macos_seatbelt::macos::host_facts())
 }
 
 /// The facts of this host, or why it cannot run sandboxes.
