@@ -281,13 +281,13 @@ pub fn dynamic_interpreter(path: &Path) -> Option<bool> {
 pub const SUPERVISOR_EXE: &str = "paddock-supervisor";
 
 /// The dedicated supervisor next to `exe` ([`SUPERVISOR_EXE`]), when it can be trusted
-/// ([`helper_beside`]).
+/// (`helper_beside`).
 pub fn supervisor_beside(exe: &Path) -> Option<PathBuf> {
     helper_beside(exe, SUPERVISOR_EXE)
 }
 
 /// The supervisor without a C library next to `exe`
-/// ([`crate::nolibc::SUPERVISOR_NOLIBC_EXE`]), when it can be trusted ([`helper_beside`]).
+/// ([`crate::nolibc::SUPERVISOR_NOLIBC_EXE`]), when it can be trusted (`helper_beside`).
 /// It is built for x86-64 alone: elsewhere it is never used.
 pub fn nolibc_supervisor_beside(exe: &Path) -> Option<PathBuf> {
     if cfg!(target_arch = "x86_64") {

@@ -362,7 +362,7 @@ mod linux {
     const BPF_JA: u16 = 0x05;
     /// `SECCOMP_RET_ALLOW`.
     const RET_ALLOW: u32 = 0x7fff_0000;
-    /// A `ja` whose offset [`dispatch`] fills in: to the end of the dispatch.
+    /// A `ja` whose offset `dispatch` fills in: to the end of the dispatch.
     const TO_PROGRAM: u32 = u32::MAX;
     /// `SECCOMP_RET_ERRNO`.
     const RET_ERRNO: u32 = 0x0005_0000;
@@ -430,7 +430,7 @@ mod linux {
     ///
     /// Layout: seccompiler's arch check (foreign arch: kill), then this crate's prelude
     /// (x32: EPERM; above [`MAX_REVIEWED_NR`]: ENOSYS; the ENOSYS rules, i.e. `clone3`), then
-    /// a binary search that allows every number seccompiler has no rule for ([`dispatch`]),
+    /// a binary search that allows every number seccompiler has no rule for (`dispatch`),
     /// then seccompiler's EPERM program after its own arch check. BPF jumps are relative and only
     /// go forward, so splicing whole programs keeps every jump inside its own part.
     pub fn compile(rules: &[SyscallRule]) -> Result<Vec<u8>, Error> {

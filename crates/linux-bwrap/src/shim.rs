@@ -3,13 +3,13 @@
 //! traces (with strace's own filter installed); the shim reads the task's BPF program from
 //! descriptor N and executes `ARGV[0]` (looked up in its `PATH`) with `ARGV` and its own
 //! environment, the task's, which strace passed on. It goes through the same launch as the
-//! supervisor's child ([`crate::launch`]): every descriptor above 2 closed (strace's log
+//! supervisor's child (`crate::launch`): every descriptor above 2 closed (strace's log
 //! among them), SIGPIPE at its default, the filter loaded, 126 or 127 as a shell would. The
 //! working directory is the task's already.
 //!
-//! First, the shim checks that strace follows it (else it stops: see [`require_tracer`]).
+//! First, the shim checks that strace follows it (else it stops: see `require_tracer`).
 //! Then it puts itself, and so the task and everything it starts, in a Landlock
-//! domain that scopes signals ([`scope_signals`]). strace runs outside it, as the same user
+//! domain that scopes signals (`scope_signals`). strace runs outside it, as the same user
 //! and not under the task's seccomp filter (it must trace): Landlock refuses a process in a
 //! domain every `ptrace` access to a process outside it (`ptrace`, `/proc/PID/mem`,
 //! `/proc/PID/fd`, `process_vm_writev`, `pidfd_getfd`) and, scoped, every signal to it. So

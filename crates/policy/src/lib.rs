@@ -91,8 +91,8 @@ pub use git_surface::{SurfaceItem, repo_surface};
 pub use gitconfig::{ConfigEntry, config_entries, program_keys, worktree_config};
 pub use host::{FakeHost, FileKind, Host, HostError};
 pub use model::{
-    Allow, Deny, Entry, EnvRules, Ignore, ItemizeMode, NetworkRule, NewRepositories, PathSpec,
-    Policy, Protected, ProtectedDepth, ReportRules, UnixSocketsRule,
+    Allow, Deny, Entry, EnvRules, IGNORED_UNIX_SOCKETS, Ignore, ItemizeMode, NetworkRule,
+    NewRepositories, PathSpec, Policy, Protected, ProtectedDepth, ReportRules, UnixSocketsRule,
 };
 pub use notes::{NoteHook, Notes};
 pub use origin::Origin;

@@ -110,7 +110,7 @@ impl Drop for RuntimeDir {
 }
 
 /// Where released runtime dirs wait, each with its (unlocked, emptied) lock file alone, to be
-/// taken by a later run ([`take_pooled`]). Making a directory and its lock file and removing
+/// taken by a later run (`take_pooled`). Making a directory and its lock file and removing
 /// them again cost about 0.2 ms a run on ext4 mounted with `discard` (a removed directory's
 /// block waits for the device); renamed out of and into the pool, they are never freed.
 /// Sweeps never look inside: what is there is no run's.
