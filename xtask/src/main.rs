@@ -261,6 +261,11 @@ fn ci(root: &Path) -> Result<()> {
     tidy::check(root)?;
     purity()?;
     run(cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
+    // The library's documentation (the API a task runner compiles against), warnings denied.
+    run(cargo()
+        .args(["doc", "--no-deps", "-p", "paddock", "-p", "paddock-linux-bwrap"])
+        .args(["-p", "paddock-macos-seatbelt", "-p", "paddock-portbridge", "-p", "paddock-policy"])
+        .env("RUSTDOCFLAGS", "-D warnings"))?;
     // The end-to-end suite drives the built binary: build it first so it is never stale.
     run(cargo().args(["build", "-p", "paddock", "-p", "paddock-tests"]))?;
     // The supervisor untraced runs start, as a release build has it: the OS suite runs its
