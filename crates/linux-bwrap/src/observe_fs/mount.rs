@@ -116,7 +116,7 @@ impl ObserverMount {
         let mut opts = [0u8; OPTS_MAX];
         let n = self.opts_prefix.len();
         opts[..n].copy_from_slice(&self.opts_prefix);
-        let digits = write_decimal(dev.as_raw_fd(), &mut opts[n..OPTS_MAX - 1]);
+        let digits = paddock_policy::write_decimal(dev.as_raw_fd(), &mut opts[n..OPTS_MAX - 1]);
         // `opts[n + digits]` is still 0: the terminator.
         let _ = digits;
         // SAFETY: every pointer is a NUL-terminated string that outlives the call (`opts`
@@ -156,41 +156,9 @@ fn write_file(path: &CString, bytes: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// Writes the decimal digits of a non-negative `value` at the start of `out` and returns
-/// how many; no allocation.
-fn write_decimal(value: i32, out: &mut [u8]) -> usize {
-    let mut digits = [0u8; 10];
-    let mut v = value.unsigned_abs();
-    let mut len = 0;
-    loop {
-        digits[len] = b'0' + (v % 10) as u8;
-        len += 1;
-        v /= 10;
-        if v == 0 || len == digits.len() {
-            break;
-        }
-    }
-    let len = len.min(out.len());
-    for i in 0..len {
-        out[i] = digits[len - 1 - i];
-    }
-    len
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn decimal_digits_without_allocation() {
-        let mut out = [0u8; 12];
-        let n = write_decimal(0, &mut out);
-        assert_eq!(&out[..n], b"0");
-        let n = write_decimal(2_147_483_647, &mut out);
-        assert_eq!(&out[..n], b"2147483647");
-        let n = write_decimal(13, &mut out);
-        assert_eq!(&out[..n], b"13");
-    }
 
     #[test]
     fn options_and_maps_are_prepared_before_the_fork() {

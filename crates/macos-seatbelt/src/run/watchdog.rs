@@ -106,22 +106,10 @@ pub(crate) fn announce_self(fd: RawFd) {
     let prefix = b"pid ";
     buf[..prefix.len()].copy_from_slice(prefix);
     // SAFETY: getpid has no preconditions.
-    let mut pid = unsafe { libc::getpid() }.unsigned_abs();
-    let mut digits = [0u8; 12];
-    let mut n = 0;
-    loop {
-        digits[n] = b'0' + (pid % 10) as u8;
-        n += 1;
-        pid /= 10;
-        if pid == 0 || n == digits.len() {
-            break;
-        }
-    }
+    let pid = unsafe { libc::getpid() };
     let mut len = prefix.len();
-    for d in digits[..n].iter().rev() {
-        buf[len] = *d;
-        len += 1;
-    }
+    let end = buf.len() - 1;
+    len += paddock_policy::write_decimal(pid, &mut buf[len..end]);
     buf[len] = b'\n';
     len += 1;
     // SAFETY: `buf[..len]` is initialized memory of ours; a failed write leaves the run
