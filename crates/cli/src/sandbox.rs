@@ -367,13 +367,13 @@ fn choose_supervisor(_: &mut HostFacts, _: Supervisor) -> Result<(), Error> {
     Ok(())
 }
 
-/// The facts of this host, or why it cannot run sandboxes: `sandbox-exec` missing, this
-/// process inside a sandbox already, or a profile that does not apply (`paddock check`'s
-/// first checks, one short `sandbox-exec` run).
+/// The facts of this host, or why it cannot run sandboxes: `sandbox-exec` missing, or this
+/// process inside a sandbox already (`paddock check`'s first checks; they start no process,
+/// so a run pays nothing for them).
 #[cfg(target_os = "macos")]
 fn host_facts() -> Result<HostFacts, Error> {
-    use paddock_macos_seatbelt::run::check::{CheckOptions, check_sandbox};
-    let report = check_sandbox(&CheckOptions::default());
+    use paddock_macos_seatbelt::run::check::{CheckOptions, check_in_process};
+    let report = check_in_process(&CheckOptions::default());
     if !report.ok() {
         return Err(Error::Unavailable { diagnosis: diagnosis(&report) });
     }

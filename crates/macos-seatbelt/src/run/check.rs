@@ -73,6 +73,37 @@ pub enum SandboxedTrue {
 /// The checks before `sandboxed-true`: whether the caller should try a real plan at all is
 /// [`CheckReport::ok`] of this.
 pub fn check_sandbox(opts: &CheckOptions) -> CheckReport {
+    let mut report = check_in_process(opts);
+    if !report.ok() {
+        return report;
+    }
+    match apply_trivial(opts) {
+        Ok(()) => report.push(
+            "sandbox-apply",
+            Status::Ok,
+            "sandbox-exec applies a profile".to_owned(),
+            None,
+        ),
+        Err(e @ Error::Nested { .. }) => report.push(
+            "sandbox-apply",
+            Status::Fail,
+            e.to_string(),
+            Some("run paddock from a shell that is not sandboxed (a plain Terminal window)"),
+        ),
+        Err(e) => report.push(
+            "sandbox-apply",
+            Status::Fail,
+            e.to_string(),
+            Some("sandbox-exec cannot sandbox here; its message above says why"),
+        ),
+    }
+    report
+}
+
+/// `sandbox-exec` present and this process not sandboxed already: the checks that start no
+/// process, cheap enough for every `paddock::Sandbox`'s build (`paddock run` builds one per
+/// run).
+pub fn check_in_process(opts: &CheckOptions) -> CheckReport {
     let mut report = CheckReport::default();
     let exe = &opts.sandbox_exec;
     let executable = std::fs::metadata(exe).is_ok_and(|m| {
@@ -103,27 +134,6 @@ pub fn check_sandbox(opts: &CheckOptions) -> CheckReport {
         return report;
     }
     report.push("nested", Status::Ok, "this process is not sandboxed".to_owned(), None);
-
-    match apply_trivial(opts) {
-        Ok(()) => report.push(
-            "sandbox-apply",
-            Status::Ok,
-            "sandbox-exec applies a profile".to_owned(),
-            None,
-        ),
-        Err(e @ Error::Nested { .. }) => report.push(
-            "sandbox-apply",
-            Status::Fail,
-            e.to_string(),
-            Some("run paddock from a shell that is not sandboxed (a plain Terminal window)"),
-        ),
-        Err(e) => report.push(
-            "sandbox-apply",
-            Status::Fail,
-            e.to_string(),
-            Some("sandbox-exec cannot sandbox here; its message above says why"),
-        ),
-    }
     report
 }
 
