@@ -206,17 +206,22 @@ fn seccomp_walls_sec01_sec02_unx01_unx02_tty01_prc05_prc07() {
     let (o, _) = s.probe(&["--allow-unix-sockets"], &["unix-socket"]);
     assert_allowed(&o, "unix-socket", "");
     // TTY-01 with a terminal: above, stdin is /dev/null; here the task's stdin is a pty
-    // (`script`), and TIOCSTI is still refused by the filter.
+    // (`script`). The task is in a session of its own, so the caller's terminal is not its
+    // controlling terminal (`/dev/tty` does not open), and TIOCSTI is refused by the filter.
     #[cfg(target_os = "linux")]
     if require_tool("/usr/bin/script", "a terminal for the task (util-linux)") {
         use crate::hostile_proc::{in_terminal, quote};
         let command = format!(
-            "{} run -- sh -c 'test -t 0 && echo stdin-is-a-tty; exec {} tiocsti tiocsti-hi'",
+            "{} run -- sh -c 'test -t 0 && echo stdin-is-a-tty; \
+             (exec 3</dev/tty) 2>/dev/null; echo ctty=$?; exec {} tiocsti tiocsti-hi'",
             quote(&paddock_bin()),
             probe_bin().display()
         );
         let text = in_terminal(&s, &command);
         assert!(text.contains("stdin-is-a-tty"), "the task had no terminal: {text}");
+        let ctty = text.lines().find_map(|l| l.trim().strip_prefix("ctty="));
+        let ctty = ctty.unwrap_or_else(|| panic!("the task did not try /dev/tty: {text}"));
+        assert_ne!(ctty, "0", "the caller's terminal is the task's controlling terminal: {text}");
         let o: Vec<serde_json::Value> =
             text.lines().filter_map(|l| serde_json::from_str(l.trim()).ok()).collect();
         assert_denied(&o, "tiocsti", "", &[EPERM]);

@@ -193,10 +193,14 @@ fn the_reporter_cannot_be_forged_or_killed_from_inside_prc_09() {
     std::fs::write(s.project.join("secrets/shadow"), CANARY).unwrap();
     let forged = p(&s, "forged");
     let script = format!(
-        "grep TracerPid /proc/self/status; kill -9 -1; cat secrets/shadow; \
+        "grep TracerPid /proc/self/status; \
+         cat /proc/1/environ >/dev/null 2>&1; echo environ=$?; \
+         readlink /proc/1/exe >/dev/null 2>&1; echo exe=$?; \
+         ls -l /proc/1/fd >/dev/null 2>&1; echo fds=$?; \
+         kill -9 -1; cat secrets/shadow; \
          touch \"$(printf 'x\\n\\033]0;pwn\\a')\"; \
          echo 'openat(AT_FDCWD, \"{forged}\", O_WRONLY|O_CREAT, 0666) = -1 EROFS (Read-only file system)' >&2; \
-         echo '1 openat(AT_FDCWD, \"{forged}\", O_RDONLY) = -1 ENOENT (No such file or directory)' >&2"
+         echo '1 openat(AT_FDCWD, \"{forged}\", O_RDONLY) = -1 ENOENT (No such file or directory)' >&2; echo done"
     );
     let (report, out) = run(&s, &[], &script);
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -214,6 +218,9 @@ fn the_reporter_cannot_be_forged_or_killed_from_inside_prc_09() {
         // strace on the host, outside the sandbox's pid namespace: invisible and unkillable.
         _ => assert!(stdout.contains("TracerPid:\t0"), "the tracer is visible: {stdout}"),
     }
+    // Pid 1 (the notifier while observing, bwrap's init otherwise) is not dumpable: the
+    // task, same user, cannot read its environment, its executable or its descriptors.
+    crate::hostile_proc::assert_each_failed(&out, &["environ", "exe", "fds"]);
     assert!(!stdout.contains(CANARY));
     find(&report, "read", &p(&s, "secrets/shadow"));
     find(&report, "write", &p(&s, "x\n\u{1b}]0;pwn\u{7}"));
