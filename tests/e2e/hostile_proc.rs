@@ -104,10 +104,13 @@ fn nested_namespaces_are_refused_prc05() {
     }
     // The real tool, too: no nested user namespace, no remount of a locked mount. Each
     // command's status is checked (not only the last one's), and the task itself ran.
-    let script = "unshare -Ur id; echo user=$?; unshare -Urm true; echo mount=$?; echo done";
+    // `-U` alone is the namespace wall's check: `-r` (mapping root) also needs CAP_SETFCAP,
+    // which the task lacks, so `unshare -Ur` fails even where namespaces are let through.
+    let script = "unshare -U true; echo user=$?; unshare -Ur id; echo user-root=$?; \
+                  unshare -Urm true; echo mount=$?; echo done";
     let out = s.paddock().args(["run", "--", "sh", "-c", script]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{out:?}");
-    assert_each_failed(&out, &["user", "mount"]);
+    assert_each_failed(&out, &["user", "user-root", "mount"]);
 }
 
 /// Asserts the task printed `NAME=STATUS` for each of `names` with a status other than 0,
