@@ -166,20 +166,24 @@ fn protected_names_below_the_root_are_read_only_and_their_creation_is_reported()
     std::os::unix::fs::symlink("../dotfiles/bash/bashrc", p.join("stow/.bashrc")).unwrap();
     std::fs::create_dir_all(p.join("stow2")).unwrap();
     std::os::unix::fs::symlink("../dotfiles/bash/bashrc", p.join("stow2/.bashrc")).unwrap();
-    let script = "echo x >> sub/.bashrc; echo x > pkg/.vscode/settings.json; echo x >> stow/.bashrc; mkdir -p new && echo x > new/.bashrc; rm stow2/.bashrc && echo x > stow2/.bashrc; echo done";
+    let script = "echo x >> sub/.bashrc; echo x > pkg/.vscode/settings.json; echo x >> stow/.bashrc; mkdir -p new && echo x > new/.bashrc; rm stow2/.bashrc; echo rm=$?; mv stow/.bashrc stow/moved; echo mv=$?; echo done";
     let (report, out) = run(&s, &[], script);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("done"), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("done"), "{out:?}");
     assert_eq!(std::fs::read_to_string(p.join("sub/.bashrc")).unwrap(), "orig\n");
     assert_eq!(std::fs::read_to_string(p.join("pkg/.vscode/settings.json")).unwrap(), "{}\n");
     assert_eq!(std::fs::read_to_string(p.join("dotfiles/bash/bashrc")).unwrap(), "orig\n");
-    assert!(p.join("stow/.bashrc").is_symlink());
+    // A stow-style link below the root stays in place: neither removed nor moved away.
+    assert!(text.contains("rm=1") && text.contains("mv=1"), "{out:?}");
+    for link in ["stow/.bashrc", "stow2/.bashrc"] {
+        let target = std::fs::read_link(p.join(link)).unwrap_or_else(|e| panic!("{link}: {e}"));
+        assert_eq!(target, Path::new("../dotfiles/bash/bashrc"), "{link}");
+    }
     let created = find(&report, "write", &p.join("new/.bashrc"))
         .unwrap_or_else(|| panic!("the creation of new/.bashrc is not reported: {report:#}"));
     assert_eq!(created["syscall"], "create");
-    // A link made again as a file: reported as a creation too.
-    assert!(find(&report, "write", &p.join("stow2/.bashrc")).is_some(), "{report:#}");
     if require_itemizer() {
-        for path in ["sub/.bashrc", "pkg/.vscode/settings.json"] {
+        for path in ["sub/.bashrc", "pkg/.vscode/settings.json", "stow2/.bashrc", "stow/.bashrc"] {
             assert!(find(&report, "write", &p.join(path)).is_some(), "{path}: {report:#}");
         }
     }

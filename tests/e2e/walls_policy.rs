@@ -276,11 +276,23 @@ fn a_symlinked_protected_name_stays_a_read_only_link() {
     assert_eq!(std::fs::read_to_string(sc.project.join("dotfiles/bashrc")).unwrap(), "original\n");
     assert_eq!(stderr(&out).matches("is a symbolic link").count(), 1, "one note: {out:?}");
     assert!(sc.project.join(".bashrc").symlink_metadata().unwrap().file_type().is_symlink());
-    // The link itself is no mount point (bwrap cannot mount on a link): a task that
-    // replaces it is named after the run, and the target stays untouched.
-    let out = sh(&sc, &sc.project, &[], "rm .bashrc && echo pwn > .bashrc; echo done");
-    assert!(stdout(&out).contains("done"), "{out:?}");
-    assert!(stderr(&out).contains("was removed or replaced during the run"), "{out:?}");
+    // The link itself is mounted read-only on itself: it can be neither removed, renamed
+    // nor replaced (by a rename over it or an exchange), and the target stays untouched.
+    let script = "rm .bashrc; echo rm=$?; mv .bashrc moved; echo mv=$?; \
+                  ln -s /etc/passwd planted; mv -T planted .bashrc; echo over=$?; \
+                  echo pwn > .bashrc; echo write=$?; echo done";
+    let out = sh(&sc, &sc.project, &[], script);
+    let text = stdout(&out);
+    assert!(text.contains("done"), "{out:?}");
+    for step in ["rm", "mv", "over", "write"] {
+        assert!(!text.contains(&format!("{step}=0")), "{step} succeeded: {out:?}");
+    }
+    assert_eq!(
+        std::fs::read_link(sc.project.join(".bashrc")).unwrap(),
+        Path::new("dotfiles/bashrc")
+    );
+    assert!(!sc.project.join("moved").exists(), "{out:?}");
+    assert!(!stderr(&out).contains("was removed or replaced during the run"), "{out:?}");
     assert_eq!(std::fs::read_to_string(sc.project.join("dotfiles/bashrc")).unwrap(), "original\n");
 }
 

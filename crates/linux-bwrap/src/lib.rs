@@ -52,6 +52,8 @@ pub mod ops;
 pub mod payload;
 mod plan;
 #[cfg(target_os = "linux")]
+pub mod private_ns;
+#[cfg(target_os = "linux")]
 pub mod probe;
 pub mod runtime;
 pub mod seccomp;

@@ -464,6 +464,29 @@ pub fn mount_ops(policy: &ResolvedPolicy, inputs: &MountInputs) -> MountOps {
     MountOps { ops, uses_masked, observed, observed_files }
 }
 
+/// The protected names that are symbolic links inside a directory write grant (and not
+/// hidden by a deny anchor): each is mounted read-only on itself before bwrap starts
+/// (`private_ns::LinkMounts`), since a bind of bwrap's would land on the target.
+/// Outside every grant a link cannot be removed anyway.
+pub fn link_mounts(policy: &ResolvedPolicy) -> Vec<AbsPathBuf> {
+    let mut links: Vec<AbsPathBuf> = policy
+        .protected
+        .iter()
+        .filter(|p| p.state == ProtectedState::Exists { kind: FileKind::Symlink })
+        .filter(|p| policy.anchor_hiding(&p.path).is_none())
+        .filter(|p| {
+            policy
+                .write
+                .iter()
+                .any(|g| g.kind == FileKind::Dir && p.path.starts_with(&g.path) && p.path != g.path)
+        })
+        .map(|p| p.path.clone())
+        .collect();
+    links.sort();
+    links.dedup();
+    links
+}
+
 /// The last op of every plan, after the mounts and the socket directories: the supervisor
 /// binary at its path (order step 5).
 pub fn supervisor_op(inputs: &MountInputs) -> BwrapOp {

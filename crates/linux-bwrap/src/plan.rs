@@ -319,6 +319,7 @@ impl Backend for LinuxBwrap {
             placeholders,
             diagnostics,
             observer,
+            link_mounts: ops::link_mounts(policy),
         })
     }
 }

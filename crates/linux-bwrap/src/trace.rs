@@ -220,6 +220,7 @@ mod tests {
             placeholders: Vec::new(),
             diagnostics: Vec::new(),
             observer: None,
+            link_mounts: Vec::new(),
         }
     }
 

@@ -130,6 +130,7 @@ impl Backend for MacosSeatbelt {
             placeholders: vec![Placeholder { path: task_tmpdir(task), dir: true }],
             diagnostics,
             observer: None,
+            link_mounts: Vec::new(),
         })
     }
 }

@@ -5,10 +5,11 @@
 //! Resolution protects names at the root of each write grant; the walk (in the CLI, which
 //! may touch the filesystem) finds the rest and hands the paths here as a [`ProjectScan`].
 //! Every path is canonicalized through the [`Host`] and kept read-only only inside a write
-//! grant: files as files, directories as directories. A symbolic link cannot be a mount
-//! point, so a link is kept as a link by keeping its target read-only where that is
-//! writable (a stow-style `.bashrc -> ../bash/bashrc` is not written through) and pinning
-//! its directory. Names that do not exist below the root get no placeholder (that would
+//! grant: files as files, directories as directories. A symbolic link is kept as a link: it
+//! is a protected path of kind `Symlink` (Linux mounts it read-only on itself, so it can be
+//! neither removed nor replaced), its target is kept read-only where that is writable (a
+//! stow-style `.bashrc -> ../bash/bashrc` is not written through), and its directory is
+//! pinned. Names that do not exist below the root get no placeholder (that would
 //! litter the tree); the runner reports their creation after the run. The surface of a
 //! repository that exists gets placeholders for its `config` and `hooks` when they are
 //! missing (a `.git` emptied to bare directories), as the project's own does.
@@ -116,17 +117,20 @@ impl Adder<'_> {
         match self.host.kind(real.as_path()).map_err(host_error)? {
             Some(FileKind::Symlink) => {
                 self.pin_ancestors(&real, &grant);
+                // The link itself: a backend keeps it in place (Linux mounts it read-only on
+                // itself before the sandbox starts), and the runner checks it after the run.
+                self.push(real.clone(), rule, ProtectedState::Exists { kind: FileKind::Symlink });
                 let (target, kind) = canonicalize(self.host, real.as_path())?;
                 match (kind, self.grant(&target)) {
                     (Some(kind), Some(target_grant)) => {
                         self.pin_ancestors(&target, &target_grant);
                         self.push(target.clone(), rule, ProtectedState::Exists { kind });
                         self.notes.push(format!(
-                            "{real} ({rule}) is a symbolic link: its target {target} is kept read-only, the link stays a link"
+                            "{real} ({rule}) is a symbolic link: the link stays in place and its target {target} is kept read-only"
                         ));
                     }
                     _ => self.notes.push(format!(
-                        "{real} ({rule}) is a symbolic link to {target}, which the task cannot write; the link stays a link"
+                        "{real} ({rule}) is a symbolic link to {target}, which the task cannot write; the link stays in place"
                     )),
                 }
             }
@@ -240,9 +244,11 @@ mod tests {
             })
         );
         assert_eq!(state(&r, "/home/u/proj/sub/.bashrc"), file);
-        // The link is kept as a link: its target is read-only.
+        // The link is kept as a link, and its target is read-only.
+        let link = Some(ProtectedState::Exists { kind: FileKind::Symlink });
         assert_eq!(state(&r, "/home/u/proj/dotfiles/bashrc"), file);
-        assert_eq!(state(&r, "/home/u/proj/stow/.bashrc"), None);
+        assert_eq!(state(&r, "/home/u/proj/stow/.bashrc"), link);
+        assert_eq!(state(&r, "/home/u/proj/out/.profile"), link);
         assert_eq!(state(&r, "/etc/profile"), None);
         assert_eq!(notes.len(), 2, "{notes:?}");
         for pin in [

@@ -6,8 +6,10 @@
 //!   holds it (a missing target gets a placeholder, so a dangling link cannot create it),
 //!   and needs nothing when none does (everything outside the grants is read-only). The
 //!   link is never followed to grant anything. The link itself is listed as a protected
-//!   path of kind `Symlink`: a bind mount cannot cover a link (bwrap 0.8 lands on the
-//!   target), so the runner says after the run if it was removed or replaced. A link whose
+//!   path of kind `Symlink`: a bind of bubblewrap's would land on the target, so the Linux
+//!   runner mounts the link read-only on itself with the new mount API before the sandbox
+//!   starts (it can be neither removed nor replaced), and says after the run if it was
+//!   removed or replaced all the same (a kernel without that API). A link whose
 //!   target holds the write grant itself is refused: keeping that target read-only would
 //!   take the grant away.
 //! - A protected name below a file (`.git/hooks` when `.git` is a file pointing nowhere)
@@ -22,7 +24,7 @@ use crate::resolved::{ProtectedPath, ProtectedState, WriteGrant};
 /// What to keep read-only for one odd protected path, the directories to pin, and the note.
 pub struct Degraded {
     /// The paths kept instead: the link itself (as a link, `Exists` of kind `Symlink`,
-    /// which a backend never mounts on, and the runner checks after the run) and the path
+    /// which a backend never binds through, and the runner checks after the run) and the path
     /// kept read-only in its place, if any is needed.
     pub protected: Vec<ProtectedPath>,
     /// Directories between its grant and it, to pin.

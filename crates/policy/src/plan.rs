@@ -47,6 +47,12 @@ pub struct SpawnPlan {
     /// ([`Task::observe`]) and the backend has them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub observer: Option<ObserverPlan>,
+    /// Protected names that are symbolic links inside a write grant, each mounted read-only
+    /// on itself before the sandbox starts, so that the task can neither remove nor replace
+    /// the link (Linux: the runner's child, with the new mount API; a bind of bubblewrap's
+    /// would land on the target).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub link_mounts: Vec<AbsPathBuf>,
 }
 
 impl SpawnPlan {

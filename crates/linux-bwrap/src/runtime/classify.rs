@@ -382,7 +382,8 @@ impl<H: Host> Classifier<H> {
         let take = if d.syscall.starts_with("link") { 1 } else { d.paths.len() };
         for p in d.paths.iter().take(take) {
             let spelled = self.absolute(pid, p)?;
-            let canon = self.canonical(&spelled);
+            // These calls act on the name itself: a protected link is held, not its target.
+            let canon = self.canonical_parent(&spelled);
             let Some(abs) = AbsPathBuf::new_lexical(&canon) else { continue };
             if held(&self.policy, &abs) {
                 return Some((canon, spelled));
@@ -430,6 +431,17 @@ impl<H: Host> Classifier<H> {
     /// Canonical the way the policy is: the parent directory through the host (cached),
     /// the last component followed only when it is a link.
     fn canonical(&mut self, path: &Path) -> PathBuf {
+        let joined = self.canonical_parent(path);
+        match self.host.kind(&joined) {
+            Ok(Some(FileKind::Symlink)) => paddock_policy::canonicalize(&self.host, &joined)
+                .map_or(joined, |(p, _)| p.into_path_buf()),
+            _ => joined,
+        }
+    }
+
+    /// The parent directory canonical through the host (cached), the last component as it
+    /// is: what a call that does not follow a final link (a removal, a rename) acts on.
+    fn canonical_parent(&mut self, path: &Path) -> PathBuf {
         let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
             return path.to_path_buf();
         };
@@ -445,12 +457,7 @@ impl<H: Host> Classifier<H> {
                 d
             }
         };
-        let joined = dir.join(name);
-        match self.host.kind(&joined) {
-            Ok(Some(FileKind::Symlink)) => paddock_policy::canonicalize(&self.host, &joined)
-                .map_or(joined, |(p, _)| p.into_path_buf()),
-            _ => joined,
-        }
+        dir.join(name)
     }
 }
 

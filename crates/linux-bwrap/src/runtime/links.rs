@@ -1,10 +1,11 @@
 //! Protected names that are symbolic links: kept as links, checked after the run.
 //!
-//! bubblewrap 0.8 cannot mount on a link (the mount lands on its target), so a link at a
-//! protected name keeps its target read-only (resolution) but not the name itself: a task
-//! in a writable directory can remove the link and write a file there. The run records
-//! each such link before the task starts and says after it ends which one is gone or
-//! points elsewhere, so that nothing the task left there runs unnoticed.
+//! A bind of bubblewrap's cannot cover a link (`mount(2)` follows it to the target), so each
+//! protected link inside a write grant is mounted read-only on itself before bwrap starts
+//! ([`crate::private_ns::LinkMounts`]): the task can neither remove nor replace it. The run
+//! still records each protected link before the task starts and says after it ends which
+//! one is gone or points elsewhere: on a kernel without the new mount API (before Linux
+//! 5.12) the link is only checked, so that nothing the task left there runs unnoticed.
 
 use std::path::PathBuf;
 
