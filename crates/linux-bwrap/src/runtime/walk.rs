@@ -2,10 +2,11 @@
 //! gitignored, emptied, of any kind) and every protected name below the root, fast, bounded
 //! and remembered between runs.
 //!
-//! The first walk of a project is the `ignore` crate's parallel walker with every filter
-//! off: ignore files are not honoured, since a gitignored nested repository is the
-//! dangerous one. It does not follow links and does not descend into a `.git` (its surface
-//! is read separately, `paddock_policy::repo_surface`). It stops after [`MAX_ENTRIES`].
+//! The first walk of a project lists every directory on every CPU, by descriptor
+//! ([`parallel`]): nothing is filtered (ignore files are not honoured, since a gitignored
+//! nested repository is the dangerous one). It does not follow links and does not descend
+//! into a `.git` (its surface is read separately, `paddock_policy::repo_surface`). It stops
+//! after [`MAX_ENTRIES`].
 //!
 //! Each directory is recorded with a stamp (device, inode, mtime and ctime, taken before it
 //! is listed) and the names of interest in it; the records are cached in the runtime base
@@ -17,14 +18,14 @@
 //! listed again next time.
 
 pub mod cache;
+mod parallel;
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use paddock_policy::FileKind;
 
@@ -198,14 +199,7 @@ fn walk_at(root: &Path, names: &Names, cache: Option<&Path>, now: i64) -> Walk {
     Walk { hits, dirs: records.len(), listed, cached: cache_read, truncated }
 }
 
-/// Collected by the walker's threads.
-#[derive(Default)]
-struct Collected {
-    records: Vec<DirRecord>,
-    hits: Vec<(Vec<u8>, Vec<u8>, FileKind)>,
-}
-
-/// A full walk of `root/start`, recording every directory and hit.
+/// A full walk of `root/start`, recording every directory and hit ([`parallel`]).
 fn full(
     root: &Path,
     start: &[u8],
@@ -213,81 +207,7 @@ fn full(
     now: i64,
     budget: &AtomicUsize,
 ) -> (Vec<DirRecord>, bool) {
-    let collected = Arc::new(Mutex::new(Collected::default()));
-    let truncated = AtomicBool::new(false);
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
-    let walker = ignore::WalkBuilder::new(abs(root, start))
-        .standard_filters(false)
-        .follow_links(false)
-        .threads(threads)
-        .build_parallel();
-    walker.run(|| {
-        let collected = Arc::clone(&collected);
-        let truncated = &truncated;
-        Box::new(move |entry| {
-            let Ok(entry) = entry else { return ignore::WalkState::Continue };
-            if budget.fetch_add(1, Ordering::Relaxed) >= MAX_ENTRIES {
-                truncated.store(true, Ordering::Relaxed);
-                return ignore::WalkState::Quit;
-            }
-            let kind = entry.file_type().map_or(FileKind::Other, kind_of);
-            let name = entry.file_name();
-            let top = entry.depth() == 0;
-            let interesting = !top && names.contains(name);
-            // Most entries are files of no interest: nothing to record, nothing allocated.
-            if kind != FileKind::Dir && !interesting {
-                return ignore::WalkState::Continue;
-            }
-            let Ok(rel) = entry.path().strip_prefix(root) else {
-                return ignore::WalkState::Continue;
-            };
-            let rel = rel.as_os_str().as_bytes().to_vec();
-            let mut state = ignore::WalkState::Continue;
-            let record = if kind == FileKind::Dir && !(interesting && name == ".git") {
-                // The stamp before the walker lists it.
-                std::fs::symlink_metadata(entry.path()).ok().map(|m| {
-                    let stamp = Stamp::of(&m);
-                    DirRecord {
-                        rel: rel.clone(),
-                        stamp,
-                        racy: stamp.ctime >= now - RACY_SECS,
-                        hits: Vec::new(),
-                    }
-                })
-            } else {
-                if kind == FileKind::Dir {
-                    state = ignore::WalkState::Skip;
-                }
-                None
-            };
-            if record.is_some() || interesting {
-                let Ok(mut c) = collected.lock() else { return ignore::WalkState::Quit };
-                if let Some(r) = record {
-                    c.records.push(r);
-                }
-                if interesting {
-                    let (parent, name) = split_rel(&rel);
-                    c.hits.push((parent.to_vec(), name.to_vec(), kind));
-                }
-            }
-            state
-        })
-    });
-    let Collected { mut records, hits } = match Arc::try_unwrap(collected) {
-        Ok(m) => m.into_inner().unwrap_or_default(),
-        Err(_) => Collected::default(),
-    };
-    let index: HashMap<Vec<u8>, usize> =
-        records.iter().enumerate().map(|(i, r)| (r.rel.clone(), i)).collect();
-    for (parent, name, kind) in hits {
-        if let Some(&i) = index.get(&parent) {
-            records[i].hits.push((name, kind));
-        }
-    }
-    for r in &mut records {
-        r.hits.sort_by(|a, b| a.0.cmp(&b.0));
-    }
-    (records, truncated.load(Ordering::Relaxed))
+    parallel::walk(root, start, names, now, budget)
 }
 
 /// What became of a cached directory in this walk.
