@@ -3,7 +3,7 @@
 //! and remembered between runs.
 //!
 //! The first walk of a project lists every directory on every CPU, by descriptor
-//! ([`parallel`]): nothing is filtered (ignore files are not honoured, since a gitignored
+//! (`walk/parallel.rs`): nothing is filtered (ignore files are not honoured, since a gitignored
 //! nested repository is the dangerous one). It does not follow links and does not descend
 //! into a `.git` (its surface is read separately, `paddock_policy::repo_surface`). It stops
 //! after [`MAX_ENTRIES`].
