@@ -172,7 +172,7 @@ fn walk_at(root: &Path, names: &Names, cache: Option<&Path>, now: i64) -> Walk {
     let (mut records, listed, truncated, changed) = match cached {
         Some(old) => revalidate(root, old, names, now, &budget),
         None => {
-            let (records, truncated) = full(root, &[], names, now, &budget);
+            let (records, truncated) = parallel::walk(root, &[], names, now, &budget);
             let n = records.len();
             (records, n, truncated, true)
         }
@@ -197,17 +197,6 @@ fn walk_at(root: &Path, names: &Names, cache: Option<&Path>, now: i64) -> Walk {
         .collect();
     hits.sort_by(|a, b| a.path.cmp(&b.path));
     Walk { hits, dirs: records.len(), listed, cached: cache_read, truncated }
-}
-
-/// A full walk of `root/start`, recording every directory and hit ([`parallel`]).
-fn full(
-    root: &Path,
-    start: &[u8],
-    names: &Names,
-    now: i64,
-    budget: &AtomicUsize,
-) -> (Vec<DirRecord>, bool) {
-    parallel::walk(root, start, names, now, budget)
 }
 
 /// What became of a cached directory in this walk.
@@ -285,7 +274,7 @@ fn revalidate(
     }
     let mut truncated = false;
     for rel in fresh {
-        let (records, cut) = full(root, &rel, names, now, budget);
+        let (records, cut) = parallel::walk(root, &rel, names, now, budget);
         listed += records.len();
         changed |= !records.is_empty();
         out.extend(records);
