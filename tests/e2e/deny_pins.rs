@@ -49,6 +49,7 @@ fn a_denied_file_moved_aside_in_one_run_is_not_readable_in_the_next() {
     std::fs::create_dir_all(p("spare/secrets")).unwrap();
     std::fs::write(p("config/secrets.json"), CANARY).unwrap();
     std::fs::write(p("other/secrets/key.pem"), CANARY).unwrap();
+    std::fs::write(p("decoy.json"), "decoy").unwrap();
     std::fs::write(
         p("paddock.toml"),
         "[deny]\nread = [\"config/secrets.json\", \"other/secrets\"]\n",
@@ -66,6 +67,7 @@ fn a_denied_file_moved_aside_in_one_run_is_not_readable_in_the_next() {
         two("rename", "config/secrets.json", "config/s.json"),
         two("rename", "other/secrets", "other/s2"),
         two("exchange", "other/secrets", "spare/secrets"),
+        two("exchange", "config/secrets.json", "decoy.json"),
         two("link", "config/secrets.json", "leak.json"),
         one("unlink", "config/secrets.json"),
         one("rmdir", "config"),
@@ -91,6 +93,7 @@ fn a_denied_file_moved_aside_in_one_run_is_not_readable_in_the_next() {
     }
     assert_eq!(std::fs::read_to_string(p("config/secrets.json")).unwrap(), CANARY);
     assert_eq!(std::fs::read_to_string(p("other/secrets/key.pem")).unwrap(), CANARY);
+    assert_eq!(std::fs::read_to_string(p("decoy.json")).unwrap(), "decoy");
 
     // Run 2, same policy: the secret from its old and its would-be new places.
     let run2: Vec<String> = [

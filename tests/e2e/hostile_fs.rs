@@ -412,6 +412,9 @@ fn editor_dirs_are_read_only_and_plain_project_files_are_not_fsw12() {
     }
     let sc = Scratch::new("fsw12");
     let p = &sc.project;
+    // husky: the repository's hooks live in the project, named by core.hooksPath.
+    std::fs::write(p.join(".git/config"), "[core]\n\thooksPath = .husky\n").unwrap();
+    std::fs::create_dir(p.join(".husky")).unwrap();
     let (o, _) = sc.probe(
         &[],
         &[
@@ -420,8 +423,11 @@ fn editor_dirs_are_read_only_and_plain_project_files_are_not_fsw12() {
             &format!("write:{}", s(&p.join(".vscode/tasks.json"))),
             &format!("write:{}", s(&p.join(".envrc"))),
             &format!("write:{}", s(&p.join("Makefile"))),
+            &format!("write:{}", s(&p.join(".husky/pre-commit"))),
         ],
     );
+    assert_denied(&o, "write", &s(&p.join(".husky/pre-commit")), &[EROFS, EACCES]);
+    assert!(!p.join(".husky/pre-commit").exists(), "a husky hook was planted");
     assert_denied(&o, "mkdir", &s(&p.join(".idea")), &[EROFS, EACCES, 17]);
     assert_denied(&o, "mkdir", &s(&p.join(".vscode")), &[EROFS, EACCES, 17]);
     assert_denied(&o, "write", &s(&p.join(".vscode/tasks.json")), &[EROFS, EACCES, ENOENT, 20]);

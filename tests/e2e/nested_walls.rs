@@ -133,6 +133,87 @@ fn host_git_runs_nothing_the_task_planted_in_any_repository_of_the_project() {
 }
 
 #[test]
+fn host_git_follows_nothing_the_task_planted_through_commondir_includes_or_hooks_path() {
+    let s = Scratch::new("git-refs");
+    if !require_os_sandbox() || !have_git() {
+        return;
+    }
+    let p = &s.project;
+    std::fs::remove_dir_all(p.join(".git")).unwrap();
+    std::fs::write(p.join("shared.gitconfig"), "[user]\n\tname = t\n").unwrap();
+    std::fs::create_dir(p.join(".husky")).unwrap();
+    for args in [
+        &["init", "-q"][..],
+        &["commit", "-q", "--allow-empty", "-m", "init"],
+        &["config", "core.hooksPath", ".husky"],
+        // Relative to the config's own directory: the project's shared.gitconfig, and a
+        // local one that does not exist (yet).
+        &["config", "--add", "include.path", "../shared.gitconfig"],
+        &["config", "--add", "include.path", "../local.gitconfig"],
+        &["init", "-q", "vendor/z"],
+        &["-C", "vendor/z", "commit", "-q", "--allow-empty", "-m", "init"],
+    ] {
+        let out = git(p, args);
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    }
+    let marker = s.root.join("ran");
+    let e = evil(&s, &marker);
+    // Each write that git would follow: a hook in the hooks path, config in an included
+    // file that exists and in one that does not, and a commondir leading a nested
+    // repository to a common dir whose config the task wrote.
+    let script = format!(
+        r#"
+        printf '#!/bin/sh
+{e} husky-hook
+' > .husky/post-checkout && chmod +x .husky/post-checkout && echo husky=planted
+        printf '[core]
+	fsmonitor = {e}
+' >> shared.gitconfig && echo shared=planted
+        printf '[core]
+	fsmonitor = {e}
+' > local.gitconfig
+        git init -q --bare common
+        printf '[core]
+	repositoryformatversion = 0
+	fsmonitor = {e}
+' > common/config
+        echo "$PWD/common" > vendor/z/.git/commondir
+        echo done
+        "#
+    );
+    let (report, out) = run(&s, &[], &script);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("done"), "{out:?}");
+    assert!(!stdout.contains("husky=planted"), "a hook was written into core.hooksPath: {out:?}");
+    assert!(!stdout.contains("shared=planted"), "an included config was written: {out:?}");
+    for (dir, args) in [
+        (p.clone(), &["status"][..]),
+        (p.clone(), &["checkout", "-q", "-b", "b2"]),
+        (p.join("vendor/z"), &["status"]),
+    ] {
+        let out = git(&dir, args);
+        assert!(out.status.success(), "host git {args:?} in {}: {out:?}", dir.display());
+    }
+    let ran = std::fs::read_to_string(&marker).unwrap_or_default();
+    assert!(ran.is_empty(), "host git ran what the task planted: {ran}\n{out:?}");
+    // What appeared is reported as a write and renamed aside, with a line saying so.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for planted in [p.join("local.gitconfig"), p.join("vendor/z/.git/commondir")] {
+        let v = find(&report, "write", &planted)
+            .unwrap_or_else(|| panic!("{} not reported: {report:#}", planted.display()));
+        assert_eq!(v["syscall"], "create", "{v}");
+        assert!(!planted.exists(), "{} is still there", planted.display());
+        let mut aside = planted.clone().into_os_string();
+        aside.push(".disarmed");
+        assert!(Path::new(&aside).exists(), "{} was not renamed aside", planted.display());
+    }
+    assert!(stderr.contains("renamed local.gitconfig (include.path)"), "{stderr}");
+    assert!(stderr.contains("renamed vendor/z/.git/commondir (.git/commondir)"), "{stderr}");
+    // No placeholder was left where git looks.
+    assert!(!p.join(".git/commondir").exists(), "a placeholder commondir was left");
+}
+
+#[test]
 fn a_repository_the_task_creates_is_only_reported_with_new_repositories_report() {
     let s = Scratch::new("git-new-report");
     if !require_os_sandbox() || !have_git() {

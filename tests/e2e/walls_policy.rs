@@ -73,6 +73,42 @@ fn deny_entries_naming_bracket_paths_are_literal_in_every_spelling() {
 }
 
 #[test]
+fn an_entry_written_glob_is_a_pattern_even_where_its_text_names_a_file() {
+    if !require_os_sandbox() {
+        return;
+    }
+    let sc = Scratch::new("glob-prefix");
+    let dir = sc.project.join("keys");
+    std::fs::create_dir_all(&dir).unwrap();
+    for name in ["key[12].pem", "key1.pem", "key2.pem", "key3.pem"] {
+        std::fs::write(dir.join(name), format!("{CANARY} {name}")).unwrap();
+    }
+    let read_all = "cd keys; for f in 'key[12].pem' key1.pem key2.pem key3.pem; do cat \"$f\"; echo; done; echo ran";
+    // As written, the entry names the file `key[12].pem`: that file alone is hidden.
+    let out = sh(&sc, &sc.project, &["--deny-read", "keys/key[12].pem"], read_all);
+    let text = stdout(&out);
+    assert!(text.contains("ran"), "{out:?}");
+    assert!(!text.contains("key[12].pem"), "the literal entry did not hide its file: {text}");
+    for name in ["key1.pem", "key2.pem", "key3.pem"] {
+        assert!(
+            text.contains(&format!("{CANARY} {name}")),
+            "{name} hidden by a literal entry: {text}"
+        );
+    }
+    // Written `glob:`, the same text is a pattern: key1 and key2 are hidden, not the file
+    // whose name the pattern spells, nor key3.
+    let out = sh(&sc, &sc.project, &["--deny-read", "glob:keys/key[12].pem"], read_all);
+    let text = stdout(&out);
+    assert!(text.contains("ran"), "{out:?}");
+    for hidden in ["key1.pem", "key2.pem"] {
+        assert!(!text.contains(&format!("{CANARY} {hidden}")), "{hidden} was read: {text}");
+    }
+    for shown in ["key[12].pem", "key3.pem"] {
+        assert!(text.contains(&format!("{CANARY} {shown}")), "{shown} hidden: {text}");
+    }
+}
+
+#[test]
 fn a_protected_name_cannot_be_granted_by_accident() {
     if !require_os_sandbox() {
         return;

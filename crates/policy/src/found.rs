@@ -12,10 +12,13 @@
 //! pinned. Names that do not exist below the root get no placeholder (that would
 //! litter the tree); the runner reports their creation after the run. The surface of a
 //! repository that exists gets placeholders for its `config` and `hooks` when they are
-//! missing (a `.git` emptied to bare directories), as the project's own does.
+//! missing (a `.git` emptied to bare directories), as the project's own does. What git
+//! would follow if it appeared but no placeholder can hold (a `commondir`, an included
+//! config file) is handed back as [`FoundWalls::watched`], for the runner to look for after
+//! the run.
 
 use crate::error::{Error, Result};
-use crate::git_surface::repo_surface;
+use crate::git_surface::{WhenMissing, repo_surface};
 use crate::host::{FileKind, Host};
 use crate::path::AbsPathBuf;
 use crate::resolve::canonicalize;
@@ -31,14 +34,24 @@ pub struct ProjectScan {
     pub names: Vec<(AbsPathBuf, String)>,
 }
 
-/// Adds the walls for `scan` to `resolved`: protected paths and pinned directories. Returns
-/// notes for the user (links kept as links).
+/// What [`protect_found`] found beyond the walls it added.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FoundWalls {
+    /// Notes for the user (links kept as links).
+    pub notes: Vec<String>,
+    /// Paths inside write grants that git would follow if they appeared, which no
+    /// placeholder can hold (a `commondir`, an included config file): canonical, each with
+    /// its rule. The runner looks for them after the run.
+    pub watched: Vec<(AbsPathBuf, String)>,
+}
+
+/// Adds the walls for `scan` to `resolved`: protected paths and pinned directories.
 pub fn protect_found(
     resolved: &mut ResolvedPolicy,
     scan: &ProjectScan,
     host: &dyn Host,
-) -> Result<Vec<String>> {
-    let mut adder = Adder { resolved, host, notes: Vec::new() };
+) -> Result<FoundWalls> {
+    let mut adder = Adder { resolved, host, notes: Vec::new(), watched: Vec::new() };
     let mut repos = scan.repos.clone();
     // Write grants outside the project that are work trees have a surface too.
     for g in adder.resolved.write.iter().filter(|g| g.kind == FileKind::Dir) {
@@ -50,11 +63,11 @@ pub fn protect_found(
     repos.dedup();
     for repo in &repos {
         for item in repo_surface(host, repo) {
-            adder.add(&item.path, item.rule, item.even_missing)?;
+            adder.add(&item.path, item.rule, item.when_missing)?;
         }
     }
     for (path, name) in &scan.names {
-        adder.add(path, name, false)?;
+        adder.add(path, name, WhenMissing::Ignored)?;
     }
     adder.finish();
     // `allow.git-config` lifts the project's own repository config here too: the walk
@@ -63,13 +76,16 @@ pub fn protect_found(
         let project = adder.resolved.project_dir.clone();
         crate::git_config::lift(host, &project, &mut adder.resolved.protected);
     }
-    Ok(adder.notes)
+    adder.watched.sort();
+    adder.watched.dedup();
+    Ok(FoundWalls { notes: adder.notes, watched: adder.watched })
 }
 
 struct Adder<'a> {
     resolved: &'a mut ResolvedPolicy,
     host: &'a dyn Host,
     notes: Vec<String>,
+    watched: Vec<(AbsPathBuf, String)>,
 }
 
 fn host_error(e: crate::host::HostError) -> Error {
@@ -104,12 +120,13 @@ impl Adder<'_> {
         }
     }
 
-    fn add(&mut self, path: &AbsPathBuf, rule: &str, even_missing: bool) -> Result<()> {
+    fn add(&mut self, path: &AbsPathBuf, rule: &str, when_missing: WhenMissing) -> Result<()> {
         let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
             return Ok(());
         };
         let (parent_real, parent_kind) = canonicalize(self.host, parent.as_path())?;
-        if parent_kind != Some(FileKind::Dir) && !even_missing {
+        let even_missing = when_missing == WhenMissing::Placeholder;
+        if parent_kind != Some(FileKind::Dir) && when_missing == WhenMissing::Ignored {
             return Ok(());
         }
         let real = parent_real.join(name);
@@ -146,6 +163,11 @@ impl Adder<'_> {
                     .unwrap_or_else(|| real.clone());
                 self.pin_ancestors(&first_missing, &grant);
                 self.push(real, rule, ProtectedState::Missing { first_missing });
+            }
+            None if when_missing == WhenMissing::Watched => {
+                // Its directory stays where git looks for it.
+                self.pin_ancestors(&real, &grant);
+                self.watched.push((real, rule.to_owned()));
             }
             None => {}
         }
@@ -229,7 +251,8 @@ mod tests {
         let ctx = Context::new("/home/u/proj", "/home/u");
         let (mut r, _) = resolve(&crate::defaults::default_policy(), &ctx, &host)
             .unwrap_or_else(|e| panic!("{e}"));
-        let notes = protect_found(&mut r, &scan(), &host).unwrap_or_else(|e| panic!("{e}"));
+        let found = protect_found(&mut r, &scan(), &host).unwrap_or_else(|e| panic!("{e}"));
+        let notes = found.notes;
         let file = Some(ProtectedState::Exists { kind: FileKind::File });
         let dir = Some(ProtectedState::Exists { kind: FileKind::Dir });
         assert_eq!(state(&r, "/home/u/proj/.git/worktrees/w/commondir"), file);
@@ -263,6 +286,20 @@ mod tests {
         // Nothing that does not exist below the root gets a placeholder.
         assert!(!r.protected.iter().any(|p| p.path.starts_with(&abs("/home/u/proj/sub"))
             && matches!(p.state, ProtectedState::Missing { .. })));
+        // A missing commondir gets no placeholder (an empty one stops git): it is watched,
+        // in every repository, and its directory is pinned.
+        for watched in ["/home/u/proj/.git/commondir", "/home/u/proj/vendor/x/.git/commondir"] {
+            assert!(
+                found.watched.contains(&(abs(watched), ".git/commondir".to_owned())),
+                "{watched} not watched: {:?}",
+                found.watched
+            );
+            assert_eq!(state(&r, watched), None);
+        }
+        // A linked worktree's existing one is read-only, not watched.
+        assert!(
+            !found.watched.iter().any(|w| w.0 == abs("/home/u/proj/.git/worktrees/w/commondir"))
+        );
     }
 
     #[test]
@@ -273,7 +310,8 @@ mod tests {
         policy.allow.write.clear();
         let (mut r, _) = resolve(&policy, &ctx, &host).unwrap_or_else(|e| panic!("{e}"));
         let before = r.protected.len();
-        protect_found(&mut r, &scan(), &host).unwrap_or_else(|e| panic!("{e}"));
+        let found = protect_found(&mut r, &scan(), &host).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(r.protected.len(), before);
+        assert!(found.watched.is_empty(), "{:?}", found.watched);
     }
 }

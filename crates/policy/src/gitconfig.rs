@@ -46,7 +46,18 @@ const PROGRAM_KEYS: &[&str] = &[
     "trailer.*.command",
     "trailer.*.cmd",
     "interactive.difffilter",
+    "imap.tunnel",
+    "sendemail.smtpserver",
+    "sendemail.*.smtpserver",
+    "guitool.*.cmd",
 ];
+
+/// Sections whose every key names a program unless its value is a boolean: `pager.log = sh
+/// -c ...` pipes `git log` into it, `pager.log = true` only turns the default pager on.
+const PROGRAM_SECTIONS: &[&str] = &["pager."];
+
+/// The values git reads as booleans.
+const BOOLEANS: &[&str] = &["true", "false", "yes", "no", "on", "off", "1", "0", ""];
 
 /// One `key = value` of a config file: the key as `section[.subsection].name` (section and
 /// name lowercased, as git compares them) and the raw value (`None` for a bare key).
@@ -167,6 +178,12 @@ pub fn program_keys(text: &[u8]) -> Vec<String> {
             bang
         } else {
             PROGRAM_KEYS.iter().any(|p| key_matches(&entry.key, p))
+                || (PROGRAM_SECTIONS
+                    .iter()
+                    .any(|s| entry.key.strip_prefix(s).is_some_and(|name| !name.contains('.')))
+                    && entry.value.as_deref().is_some_and(|v| {
+                        !BOOLEANS.contains(&v.trim().to_ascii_lowercase().as_str())
+                    }))
         };
         if named && !out.contains(&entry.key) {
             out.push(entry.key);
@@ -221,6 +238,14 @@ mod tests {
 [sequence]
 	editor = \
 	vim
+[pager]
+	log = sh -c 'touch /tmp/pwned' #
+	status = true
+	diff
+[pager "x"]
+	y = 1
+[imap]
+	tunnel = ssh evil
 "#;
         assert_eq!(
             program_keys(text),
@@ -234,6 +259,8 @@ mod tests {
                 "remote.origin.uploadpack",
                 "submodule.a.update",
                 "sequence.editor",
+                "pager.log",
+                "imap.tunnel",
             ]
         );
     }

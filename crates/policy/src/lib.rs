@@ -88,8 +88,8 @@ pub use defaults::{BUILTIN_SECRETS, default_policy};
 pub use domain::{DomainPattern, HostName, HostPattern, PortSpec, WEB_PORTS, is_internal};
 pub use env::{SAFE_NAMES, build_env, is_secret_name};
 pub use error::{Error, Result};
-pub use found::{ProjectScan, protect_found};
-pub use git_surface::{SurfaceItem, repo_surface};
+pub use found::{FoundWalls, ProjectScan, protect_found};
+pub use git_surface::{SurfaceItem, WhenMissing, repo_surface};
 pub use gitconfig::{ConfigEntry, config_entries, program_keys, worktree_config};
 pub use host::{FakeHost, FileKind, Host, HostError};
 pub use model::{

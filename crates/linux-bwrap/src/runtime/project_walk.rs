@@ -1,6 +1,8 @@
 //! The walk of the project in a run: before the plan, what it finds gets its walls
 //! (`paddock_policy::protect_found`); after the run, what is new is reported (a repository
-//! the task created, disarmed by default; a protected name created below the root).
+//! the task created, disarmed by default; a protected name created below the root; a file
+//! git would follow that no placeholder could hold, such as a `commondir` planted in a git
+//! dir, renamed aside by default).
 //!
 //! The project is walked only when it is writable (inside a directory write grant): else
 //! the task can change nothing there. `protected.depth = "root"` looks for `.git` alone.
@@ -28,6 +30,8 @@ pub struct Scanned {
     new_repositories: NewRepositories,
     /// The project's own `.git` was missing: its placeholder is no new repository.
     root_git_placeholder: bool,
+    /// Paths git would follow if they appeared (`FoundWalls::watched`), with their rules.
+    watched: Vec<(AbsPathBuf, String)>,
     /// Figures for `--verbose`-like inspection and the benchmark.
     pub dirs: usize,
     /// Directories listed by the walk.
@@ -99,7 +103,8 @@ pub fn scan(
             found.names.push((abs.clone(), name.to_string_lossy().into_owned()));
         }
     }
-    notes.extend(protect_found(resolved, &found, host)?);
+    let walls = protect_found(resolved, &found, host)?;
+    notes.extend(walls.notes);
     let root_git = project.join(".git");
     let root_git_placeholder = resolved.protected.iter().any(|p| {
         matches!(&p.state, ProtectedState::Missing { first_missing } if *first_missing == root_git)
@@ -114,6 +119,7 @@ pub fn scan(
         depth: policy.protected.depth,
         new_repositories: policy.protected.new_repositories,
         root_git_placeholder,
+        watched: walls.watched,
     }))
 }
 
@@ -153,7 +159,61 @@ pub fn after_run(s: &Scanned) -> (Vec<Violation>, Vec<String>) {
             });
         }
     }
+    for (path, rule) in &s.watched {
+        if std::fs::symlink_metadata(path.as_path()).is_err() {
+            continue;
+        }
+        violations.push(Violation {
+            kind: ViolationKind::Write,
+            path: Some(path.as_path().to_path_buf()),
+            target: None,
+            syscall: Some(paddock_policy::CREATED.to_owned()),
+            errno: None,
+            count: 1,
+        });
+        let shown_path = shown(&s.root, path.as_path());
+        lines.push(match s.new_repositories {
+            NewRepositories::Disarm => match disarm(path.as_path()) {
+                Ok(aside) => format!(
+                    "renamed {shown_path} ({rule}), which appeared during the run, to {}: git on the host would have followed it",
+                    shown(&s.root, &aside)
+                ),
+                Err(e) => format!(
+                    "warning: {shown_path} ({rule}) appeared during the run and could not be renamed aside ({e}): git on the host follows it; read it before running git there"
+                ),
+            },
+            NewRepositories::Report => format!(
+                "warning: {shown_path} ({rule}) appeared during the run: git on the host follows it; read it before running git there"
+            ),
+        });
+    }
     (violations, lines)
+}
+
+/// Renames `path` (itself, never what a link names) to `NAME.disarmed`, or
+/// `NAME.disarmed.N` where that is taken, never over anything; returns the new name.
+fn disarm(path: &Path) -> std::io::Result<PathBuf> {
+    let name = path.file_name().unwrap_or_default().to_os_string();
+    for n in 0..100 {
+        let mut aside = name.clone();
+        aside.push(".disarmed");
+        if n > 0 {
+            aside.push(format!(".{n}"));
+        }
+        let aside = path.with_file_name(aside);
+        match nix::fcntl::renameat2(
+            nix::fcntl::AT_FDCWD,
+            path,
+            nix::fcntl::AT_FDCWD,
+            &aside,
+            nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+        ) {
+            Ok(()) => return Ok(aside),
+            Err(nix::errno::Errno::EEXIST) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(std::io::Error::from_raw_os_error(libc::EEXIST))
 }
 
 fn shown(root: &Path, p: &Path) -> String {
