@@ -60,6 +60,8 @@ pub mod seccomp;
 pub mod seccomp_query;
 #[cfg(all(test, target_os = "linux"))]
 mod seccomp_tests;
+#[cfg(test)]
+mod self_mount_tests;
 #[cfg(target_os = "linux")]
 pub mod shim;
 #[cfg(target_os = "linux")]

@@ -47,7 +47,8 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use paddock_policy::{
-    AbsPathBuf, FileKind, ObservedAnchor, ObservedNode, ProtectedState, ResolvedPolicy, UnixSockets,
+    AbsPathBuf, FileKind, ObservedAnchor, ObservedNode, ProtectedState, ResolvedPolicy, SelfMount,
+    UnixSockets,
 };
 
 /// One bubblewrap setup step.
@@ -171,14 +172,6 @@ impl BwrapOp {
 /// one a later mount of something else covers (at it or above it). In mount order,
 /// without repeats.
 pub fn verified_binds(ops: &[BwrapOp], unverified: &[AbsPathBuf]) -> Vec<AbsPathBuf> {
-    fn same_path(op: &BwrapOp) -> Option<&AbsPathBuf> {
-        match op {
-            BwrapOp::Bind { src, dest } | BwrapOp::RoBind { src, dest } => {
-                (src == dest).then_some(dest)
-            }
-            _ => None,
-        }
-    }
     let writable: Vec<&AbsPathBuf> =
         ops.iter().filter(|op| matches!(op, BwrapOp::Bind { .. })).filter_map(same_path).collect();
     let mut out: Vec<AbsPathBuf> = Vec::new();
@@ -201,6 +194,66 @@ pub fn verified_binds(ops: &[BwrapOp], unverified: &[AbsPathBuf]) -> Vec<AbsPath
         }
     }
     out
+}
+
+/// The path of a bind of a path onto itself.
+fn same_path(op: &BwrapOp) -> Option<&AbsPathBuf> {
+    match op {
+        BwrapOp::Bind { src, dest } | BwrapOp::RoBind { src, dest } => {
+            (src == dest).then_some(dest)
+        }
+        _ => None,
+    }
+}
+
+/// The binds of `ops` that the runner's child can make instead of bwrap
+/// ([`SpawnPlan::self_mounts`](paddock_policy::SpawnPlan)): each bind of a path onto itself
+/// strictly below a writable bind of a path onto itself that bwrap keeps (a write grant,
+/// whose recursive bind carries the mounts below it into the sandbox), with no mount of
+/// anything else between that grant's and its own, or after it, at or above it (a tmpfs,
+/// `/dev`, a masked file would hide it). Index of each op in `ops`, in mount order.
+pub fn self_mountable(ops: &[BwrapOp]) -> Vec<usize> {
+    let mut out: Vec<usize> = Vec::new();
+    for (i, op) in ops.iter().enumerate() {
+        let Some(path) = same_path(op) else { continue };
+        // The nearest earlier op at or above `path` that is not itself taken decides.
+        let carried = ops[..i].iter().enumerate().rev().find_map(|(j, earlier)| {
+            let dest = earlier.dest()?;
+            if matches!(earlier, BwrapOp::RemountRo { .. }) || !path.starts_with(dest) {
+                return None;
+            }
+            if out.contains(&j) {
+                // Taken too: mounted before this one in the same namespace; look above it.
+                return None;
+            }
+            Some(matches!(earlier, BwrapOp::Bind { src, dest } if src == dest && dest != path))
+        });
+        let covered_later = ops[i + 1..].iter().any(|later| {
+            !matches!(later, BwrapOp::RemountRo { .. })
+                && same_path(later).is_none()
+                && later.dest().is_some_and(|d| path.starts_with(d))
+        });
+        if carried == Some(true) && !covered_later {
+            out.push(i);
+        }
+    }
+    out
+}
+
+/// Takes the ops at `indices` (from [`self_mountable`]) out of `ops`, as self mounts.
+pub fn take_self_mounts(ops: &mut Vec<BwrapOp>, indices: &[usize]) -> Vec<SelfMount> {
+    let mut taken = Vec::new();
+    let mut i = 0;
+    ops.retain(|op| {
+        let take = indices.contains(&i);
+        i += 1;
+        if take && let Some(path) = same_path(op) {
+            let read_only = matches!(op, BwrapOp::RoBind { .. });
+            taken.push(SelfMount { path: path.clone(), read_only });
+        }
+        !take
+    });
+    taken
 }
 
 /// The bwrap arguments of a list of ops, in order.
@@ -466,7 +519,7 @@ pub fn mount_ops(policy: &ResolvedPolicy, inputs: &MountInputs) -> MountOps {
 
 /// The protected names that are symbolic links inside a directory write grant (and not
 /// hidden by a deny anchor): each is mounted read-only on itself before bwrap starts
-/// (`private_ns::LinkMounts`), since a bind of bwrap's would land on the target.
+/// (`private_ns::SelfMounts`), since a bind of bwrap's would land on the target.
 /// Outside every grant a link cannot be removed anyway.
 pub fn link_mounts(policy: &ResolvedPolicy) -> Vec<AbsPathBuf> {
     let mut links: Vec<AbsPathBuf> = policy

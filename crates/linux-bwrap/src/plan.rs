@@ -52,6 +52,11 @@ pub(crate) const OBSERVER_DIR: &str = "observe";
 pub const SUPERVISOR_PATH: &str = "/dev/.paddock-supervisor";
 /// The hidden subcommand that runs the supervisor.
 pub const SUPERVISE_SUBCOMMAND: &str = "__supervise";
+/// How many binds of paths onto themselves the runner's child makes itself
+/// ([`SpawnPlan::self_mounts`]) even when nothing else needs its private namespace: below
+/// this the namespace and the fork cost more than bwrap's binds (measured with `cargo
+/// xtask bench spawn`).
+pub const SELF_MOUNTS_WORTH_A_NAMESPACE: usize = 24;
 
 /// The bubblewrap backend. Planning is pure; see the crate doc.
 #[derive(Clone, Copy, Debug, Default)]
@@ -240,6 +245,22 @@ impl Backend for LinuxBwrap {
             policy.write.iter().filter(|g| g.kind == FileKind::Symlink).map(|g| &g.path);
         unverified.extend(links.chain(link_grants).cloned());
         let verified = ops::verified_binds(&all, &unverified);
+        // bwrap reads the whole mount table again for every bind (about 65 us each for the
+        // twenty of an empty project here, and more as the table grows); the runner's
+        // child mounts a path onto itself with three system calls and reads none. It does
+        // so when it forks anyway (the observers' or the links' namespace), or when there
+        // are enough of them to pay for the fork and the namespace and the probe found that
+        // namespace works here (`facts.observe`: the observers' needs it too).
+        let link_mounts = ops::link_mounts(policy);
+        let mountable = ops::self_mountable(&all);
+        let self_mounts = if task.observe
+            || !link_mounts.is_empty()
+            || (facts.observe && mountable.len() >= SELF_MOUNTS_WORTH_A_NAMESPACE)
+        {
+            ops::take_self_mounts(&mut all, &mountable)
+        } else {
+            Vec::new()
+        };
         let mut args_bytes = Vec::new();
         for arg in ops::to_args(&all) {
             args_bytes.extend_from_slice(arg.as_encoded_bytes());
@@ -319,7 +340,8 @@ impl Backend for LinuxBwrap {
             placeholders,
             diagnostics,
             observer,
-            link_mounts: ops::link_mounts(policy),
+            link_mounts,
+            self_mounts,
         })
     }
 }

@@ -1,6 +1,7 @@
 //! The private mount namespace the runner's child enters before it executes bwrap, for the
-//! mounts bwrap cannot make: the observer's FUSE mount ([`crate::observe_fs`]) and a
-//! read-only mount on each protected symbolic link ([`LinkMounts`]).
+//! mounts bwrap cannot make (the observer's FUSE mount, [`crate::observe_fs`], and a
+//! read-only mount on each protected symbolic link) and those it makes slowly (a path bound
+//! onto itself below a write grant: [`SelfMounts`]).
 //!
 //! bubblewrap mounts with `mount(2)`, which follows a symbolic link at the mount point: a
 //! bind onto `.bashrc -> dotfiles/bashrc` lands on the target, and the link itself stays an
@@ -14,7 +15,16 @@
 //! neither removed, renamed nor replaced (`EBUSY`), and the mount table the notifier reads
 //! names it, so the attempt is reported as a write.
 //!
-//! Everything [`PrivateNamespace::enter`] and [`LinkMounts::mount`] use is prepared before
+//! A protected path or a pinned directory below a write grant is mounted onto itself the
+//! same way, recursively (`AT_RECURSIVE`, as bwrap's binds are), read-only for a protected
+//! path: bwrap reads and parses the whole mount table for each bind it makes (a cost that
+//! grows with every mount already made), the child makes three system calls and reads
+//! nothing. bwrap's recursive bind of the grant then carries these mounts in, with every
+//! flag it would add already set. On a kernel without the new mount API (before 5.12) such
+//! a path is bound with `mount(2)` and remounted with the flags `statfs` reports for it
+//! (in a user namespace, the flags a mount inherited are locked and must be kept).
+//!
+//! Everything [`PrivateNamespace::enter`] and [`SelfMounts::mount`] use is prepared before
 //! the fork (C strings, map lines), because between fork and exec only async-signal-safe
 //! calls are allowed: no allocation, no lock.
 
@@ -22,7 +32,7 @@ use std::ffi::CString;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 
-use paddock_policy::AbsPathBuf;
+use paddock_policy::{AbsPathBuf, SelfMount};
 
 /// A new mount namespace (and, when not root, a new user namespace mapping the runner's ids
 /// to themselves), with `/` recursively private so that nothing mounted there reaches the
@@ -107,42 +117,63 @@ struct MountAttr {
 const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x04;
 const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x40;
 
-/// The protected links to mount read-only on themselves, in the private namespace.
-#[derive(Clone, Debug, Default)]
-pub struct LinkMounts {
-    links: Vec<CString>,
+/// How one path is mounted onto itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// A protected symbolic link: read-only, not recursive (a link has no submounts).
+    Link,
+    /// A protected path: read-only, with everything mounted below it.
+    ReadOnly,
+    /// A pinned directory: as it is, with everything mounted below it.
+    Writable,
 }
 
-impl LinkMounts {
-    /// Prepares the mounts of `links` (absolute paths).
-    pub fn new(links: &[AbsPathBuf]) -> Result<LinkMounts, String> {
-        let links = links
-            .iter()
-            .map(|l| {
-                CString::new(l.as_os_str().as_bytes())
-                    .map_err(|_| format!("the protected link {l} holds a NUL byte"))
-            })
-            .collect::<Result<_, _>>()?;
-        Ok(LinkMounts { links })
+/// The paths to mount onto themselves in the private namespace, in order: the protected
+/// links, then the plan's self mounts ([`paddock_policy::SpawnPlan::self_mounts`]).
+#[derive(Clone, Debug, Default)]
+pub struct SelfMounts {
+    mounts: Vec<(CString, Kind)>,
+}
+
+impl SelfMounts {
+    /// Prepares the mounts of `links` (protected links) and `binds` (absolute paths).
+    pub fn new(links: &[AbsPathBuf], binds: &[SelfMount]) -> Result<SelfMounts, String> {
+        let c = |p: &AbsPathBuf| {
+            CString::new(p.as_os_str().as_bytes())
+                .map_err(|_| format!("the protected path {p} holds a NUL byte"))
+        };
+        let mut mounts = Vec::with_capacity(links.len() + binds.len());
+        for link in links {
+            mounts.push((c(link)?, Kind::Link));
+        }
+        for bind in binds {
+            let kind = if bind.read_only { Kind::ReadOnly } else { Kind::Writable };
+            mounts.push((c(&bind.path)?, kind));
+        }
+        Ok(SelfMounts { mounts })
     }
 
     /// Whether there is nothing to mount.
     pub fn is_empty(&self) -> bool {
-        self.links.is_empty()
+        self.mounts.is_empty()
     }
 
-    /// In the forked child, inside the private namespace: mounts each link read-only,
-    /// `nosuid` and `nodev`, on itself. A path that is no longer a link (the host changed it
-    /// since the plan) is mounted the same way: read-only is never weaker. A path that is
-    /// gone fails the spawn (fail closed): the task would find the protected name free.
-    /// A kernel without the new mount API (before Linux 5.12) leaves the links as they are,
-    /// as before; the runner still checks them after the run.
+    /// In the forked child, inside the private namespace: mounts each path onto itself,
+    /// `nosuid` and `nodev`, read-only but for pinned directories. A link that is no longer
+    /// a link (the host changed it since the plan) is mounted the same way: read-only is
+    /// never weaker. A path that is gone fails the spawn (fail closed): the task would find
+    /// the protected name free. A kernel without the new mount API (before Linux 5.12)
+    /// leaves the links as they are, as before (the runner still checks them after the
+    /// run), and binds the other paths with `mount(2)`.
     ///
     /// Async-signal-safe: system calls on data prepared before the fork, no allocation.
     pub fn mount(&self) -> io::Result<()> {
-        for link in &self.links {
-            match mount_on_itself(link) {
-                Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => return Ok(()),
+        for (path, kind) in &self.mounts {
+            match mount_on_itself(path, *kind) {
+                Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => match kind {
+                    Kind::Link => {}
+                    Kind::ReadOnly | Kind::Writable => bind_on_itself(path, *kind)?,
+                },
                 other => other?,
             }
         }
@@ -150,28 +181,36 @@ impl LinkMounts {
     }
 }
 
-/// One link: see [`LinkMounts::mount`].
-fn mount_on_itself(link: &CString) -> io::Result<()> {
+/// `<linux/mount.h>`: apply to the whole tree (`open_tree`, `mount_setattr`).
+const AT_RECURSIVE: libc::c_uint = 0x8000;
+
+/// One path: see [`SelfMounts::mount`].
+fn mount_on_itself(path: &CString, kind: Kind) -> io::Result<()> {
     // SAFETY: a NUL-terminated path; the result is checked and closed below.
     let at =
-        unsafe { libc::open(link.as_ptr(), libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
+        unsafe { libc::open(path.as_ptr(), libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
     check(at)?;
-    let result = mount_tree_on(at);
+    let result = mount_tree_on(at, kind);
     // SAFETY: closing the descriptor opened above.
     unsafe { libc::close(at) };
     result
 }
 
-fn mount_tree_on(at: libc::c_int) -> io::Result<()> {
-    let flags = libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC | libc::AT_EMPTY_PATH as u32;
+fn mount_tree_on(at: libc::c_int, kind: Kind) -> io::Result<()> {
+    let recursive = if kind == Kind::Link { 0 } else { AT_RECURSIVE };
+    let flags = libc::OPEN_TREE_CLONE
+        | libc::OPEN_TREE_CLOEXEC
+        | libc::AT_EMPTY_PATH as libc::c_uint
+        | recursive;
     // SAFETY: an empty NUL-terminated path relative to a descriptor we hold; the result is
     // checked and closed below.
     let tree = unsafe { libc::syscall(libc::SYS_open_tree, at, c"".as_ptr(), flags) };
     let tree =
         libc::c_int::try_from(tree).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
     check(tree)?;
+    let read_only = if kind == Kind::Writable { 0 } else { libc::MOUNT_ATTR_RDONLY };
     let attr = MountAttr {
-        attr_set: libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV,
+        attr_set: read_only | libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV,
         attr_clr: 0,
         propagation: 0,
         userns_fd: 0,
@@ -183,14 +222,14 @@ fn mount_tree_on(at: libc::c_int) -> io::Result<()> {
             libc::SYS_mount_setattr,
             tree,
             c"".as_ptr(),
-            libc::AT_EMPTY_PATH,
+            libc::AT_EMPTY_PATH as libc::c_uint | recursive,
             &attr as *const MountAttr,
             std::mem::size_of::<MountAttr>(),
         )
     };
     let result = check_long(rc).and_then(|()| {
         // SAFETY: both paths are empty NUL-terminated strings relative to descriptors we
-        // hold: the detached tree onto the link it was cloned from.
+        // hold: the detached tree onto the path it was cloned from.
         let rc = unsafe {
             libc::syscall(
                 libc::SYS_move_mount,
@@ -206,6 +245,55 @@ fn mount_tree_on(at: libc::c_int) -> io::Result<()> {
     // SAFETY: closing the tree's descriptor: an attached mount stays, a detached one goes.
     unsafe { libc::close(tree) };
     result
+}
+
+/// `statvfs`'s `f_flag` bits (`ST_*`) and the `MS_*` flag each stands for: the flags a
+/// remount must keep (in a user namespace those a mount inherited are locked).
+const KEPT_FLAGS: [(libc::c_ulong, libc::c_ulong); 8] = [
+    (libc::ST_RDONLY, libc::MS_RDONLY),
+    (libc::ST_NOSUID, libc::MS_NOSUID),
+    (libc::ST_NODEV, libc::MS_NODEV),
+    (libc::ST_NOEXEC, libc::MS_NOEXEC),
+    (libc::ST_SYNCHRONOUS, libc::MS_SYNCHRONOUS),
+    (libc::ST_NOATIME, libc::MS_NOATIME),
+    (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+    (libc::ST_RELATIME, libc::MS_RELATIME),
+];
+
+/// Without the new mount API: binds `path` onto itself with `mount(2)` (recursively, as
+/// bwrap does) and remounts it `nosuid`, `nodev` and, but for a pinned directory, read-only,
+/// keeping the flags it has. `mount(2)` follows a link at `path`; the supervisor's check of
+/// each bound path (`mount_ids`) refuses a path swapped meanwhile.
+fn bind_on_itself(path: &CString, kind: Kind) -> io::Result<()> {
+    // SAFETY: NUL-terminated source and target; null type and data are allowed for a bind.
+    check(unsafe {
+        libc::mount(
+            path.as_ptr(),
+            path.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND | libc::MS_REC,
+            std::ptr::null(),
+        )
+    })?;
+    // SAFETY: an all-zero `statvfs` is a valid value for the call to overwrite.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a `statvfs` to fill. glibc's statvfs is the statfs
+    // system call and a conversion (it reads /proc/mounts only on kernels before 2.6.36).
+    check(unsafe { libc::statvfs(path.as_ptr(), &mut st) })?;
+    let has = st.f_flag;
+    let mut flags = libc::MS_REMOUNT | libc::MS_BIND | libc::MS_NOSUID | libc::MS_NODEV;
+    for (st_flag, ms_flag) in KEPT_FLAGS {
+        if has & st_flag != 0 {
+            flags |= ms_flag;
+        }
+    }
+    if kind != Kind::Writable {
+        flags |= libc::MS_RDONLY;
+    }
+    // SAFETY: as above; a remount takes no source.
+    check(unsafe {
+        libc::mount(std::ptr::null(), path.as_ptr(), std::ptr::null(), flags, std::ptr::null())
+    })
 }
 
 /// Whether this thread holds `CAP_SYS_ADMIN` in its effective set (capget, version 3).
@@ -255,8 +343,74 @@ mod tests {
         assert!(!ns.is_root());
         assert_eq!(ns.uid_line, b"1000 1000 1\n");
         assert_eq!(ns.gid_line, b"100 100 1\n");
-        let links = LinkMounts::new(&[AbsPathBuf::new_lexical("/p/.bashrc").unwrap()]).unwrap();
-        assert_eq!(links.links, vec![c"/p/.bashrc".to_owned()]);
-        assert!(LinkMounts::default().is_empty());
+        let mounts = SelfMounts::new(
+            &[AbsPathBuf::new_lexical("/p/.bashrc").unwrap()],
+            &[SelfMount { path: AbsPathBuf::new_lexical("/p/.git").unwrap(), read_only: false }],
+        )
+        .unwrap();
+        assert_eq!(
+            mounts.mounts,
+            vec![(c"/p/.bashrc".to_owned(), Kind::Link), (c"/p/.git".to_owned(), Kind::Writable)]
+        );
+        assert!(SelfMounts::default().is_empty());
+    }
+
+    /// Runs `sh -c script` in a child that entered a private namespace and mounted `dir`
+    /// onto itself (with the new mount API, or `mount(2)` when `fallback`); returns its
+    /// exit status, or `None` when this host gives no private namespace.
+    #[allow(clippy::disallowed_methods)] // a test spawns its own child to mount in
+    fn in_namespace(
+        dir: &std::path::Path,
+        kind: Kind,
+        fallback: bool,
+        script: &str,
+    ) -> Option<i32> {
+        use std::os::unix::process::CommandExt;
+        let ns = PrivateNamespace::for_this_process();
+        let path = CString::new(dir.as_os_str().as_bytes()).unwrap();
+        let mut cmd = std::process::Command::new("/bin/sh");
+        cmd.args(["-c", script]).stderr(std::process::Stdio::null());
+        // SAFETY: the closure makes only system calls on data prepared before the fork.
+        unsafe {
+            cmd.pre_exec(move || {
+                ns.enter().map_err(|_| io::Error::from_raw_os_error(libc::ENOTSUP))?;
+                if fallback { bind_on_itself(&path, kind) } else { mount_on_itself(&path, kind) }
+            });
+        }
+        match cmd.status() {
+            Ok(status) => status.code(),
+            Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => None,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn a_path_mounted_onto_itself_is_read_only_inside_and_unchanged_outside() {
+        let dir = std::env::temp_dir().join(format!("paddock-selfmount-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        let d = dir.display();
+        for fallback in [false, true] {
+            // Read-only, below as well; the directory cannot be renamed away (a mount point).
+            let script = format!(
+                "echo x > '{d}/f' && exit 10; echo x > '{d}/sub/f' && exit 11; \
+                 mv '{d}' '{d}.moved' && exit 12; exit 0"
+            );
+            let Some(code) = in_namespace(&dir, Kind::ReadOnly, fallback, &script) else {
+                paddock_test_support::skip(
+                    "no private mount namespace here (user namespaces)",
+                    None,
+                );
+                return;
+            };
+            assert_eq!(code, 0, "fallback {fallback}: the read-only wall fell (exit {code})");
+            // A pinned directory stays writable but cannot be renamed.
+            let script =
+                format!("echo x > '{d}/sub/w' || exit 20; mv '{d}' '{d}.moved' && exit 21; exit 0");
+            let code = in_namespace(&dir.clone(), Kind::Writable, fallback, &script);
+            assert_eq!(code, Some(0), "fallback {fallback}");
+            assert!(dir.join("sub/w").exists() && !dir.join("f").exists());
+            std::fs::remove_file(dir.join("sub/w")).unwrap();
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

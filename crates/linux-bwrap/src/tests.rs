@@ -124,6 +124,14 @@ fn args_text(plan: &paddock_policy::SpawnPlan) -> String {
         out.push_str(&arg);
     }
     out.push('\n');
+    // What the runner's child mounts before bwrap starts, in its order.
+    for m in &plan.self_mounts {
+        out.push_str(&format!(
+            "(self-mount {} {})\n",
+            if m.read_only { "ro" } else { "rw" },
+            m.path
+        ));
+    }
     out
 }
 
@@ -164,7 +172,7 @@ fn every_plan_ends_with_the_supervisor_and_has_the_same_command_line() {
     ];
     for plan in plans {
         let text = args_text(&plan);
-        let last = text.lines().last().unwrap();
+        let last = text.lines().rfind(|l| l.starts_with("--")).unwrap();
         assert_eq!(last, "--ro-bind /home/u/.cargo/bin/paddock /dev/.paddock-supervisor", "{text}");
         assert_eq!(text.matches("/dev/.paddock-supervisor").count(), 1, "{text}");
         assert_eq!(plan.argv, crate::bwrap_argv());
@@ -541,15 +549,15 @@ fn observe_mode_binds_the_observer_over_directory_anchors() {
         --bind /run/user/1000/paddock/t1/observe/a1 /home/u/.ssh
         --ro-bind /home/u/.ssh/known_hosts /home/u/.ssh/known_hosts
         --bind /home/u/proj /home/u/proj
-        --bind /home/u/proj/.git /home/u/proj/.git
         --proc /proc
         --tmpfs /run/user/1000/paddock
         --tmpfs /tmp
-        --ro-bind /home/u/proj/.bashrc /home/u/proj/.bashrc
-        --ro-bind /home/u/proj/.git/config /home/u/proj/.git/config
-        --ro-bind /home/u/proj/.git/hooks /home/u/proj/.git/hooks
-        --ro-bind /home/u/proj/.vscode /home/u/proj/.vscode
         --ro-bind /home/u/.cargo/bin/paddock /dev/.paddock-supervisor
+        (self-mount rw /home/u/proj/.git)
+        (self-mount ro /home/u/proj/.bashrc)
+        (self-mount ro /home/u/proj/.git/config)
+        (self-mount ro /home/u/proj/.git/hooks)
+        (self-mount ro /home/u/proj/.vscode)
     "#]]
     .assert_eq(&out);
     let observer = serde_json::to_string_pretty(&plan.observer).unwrap();

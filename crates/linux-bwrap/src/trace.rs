@@ -221,6 +221,7 @@ mod tests {
             diagnostics: Vec::new(),
             observer: None,
             link_mounts: Vec::new(),
+            self_mounts: Vec::new(),
         }
     }
 

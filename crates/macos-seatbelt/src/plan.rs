@@ -131,6 +131,7 @@ impl Backend for MacosSeatbelt {
             diagnostics,
             observer: None,
             link_mounts: Vec::new(),
+            self_mounts: Vec::new(),
         })
     }
 }

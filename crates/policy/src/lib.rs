@@ -103,7 +103,7 @@ pub use path::{
 };
 pub use plan::{
     BridgeSpec, HostFacts, ObservedAnchor, ObservedNode, ObserverPlan, Payload, Placeholder,
-    SpawnPlan, Task,
+    SelfMount, SpawnPlan, Task,
 };
 pub use protected::{PROTECTED_NAMES, ProtectedName, Scope};
 pub use report::{CREATED, ReportFilter, cwd_hint, summarize};

@@ -53,6 +53,24 @@ pub struct SpawnPlan {
     /// would land on the target).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub link_mounts: Vec<AbsPathBuf>,
+    /// Paths bound onto themselves below a write grant (protected paths read-only, pinned
+    /// directories as they are) that the runner mounts before the sandbox starts, in mount
+    /// order, rather than the sandbox tool (Linux: the runner's child, with the new mount
+    /// API, which reads no mount table; bubblewrap's recursive bind of the grant carries
+    /// them into the sandbox).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub self_mounts: Vec<SelfMount>,
+}
+
+/// A path mounted onto itself before the sandbox starts ([`SpawnPlan::self_mounts`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct SelfMount {
+    /// The path (the same on the host and in the sandbox).
+    pub path: AbsPathBuf,
+    /// Read-only (a protected path), or writable (a pinned directory: a mount point cannot
+    /// be renamed or removed).
+    pub read_only: bool,
 }
 
 impl SpawnPlan {

@@ -189,10 +189,11 @@ pub fn spawn_with(
     observer: Option<&ObserverMount>,
     prespawned: Option<Box<dyn Waiting>>,
 ) -> Result<Spawned> {
-    let links = crate::private_ns::LinkMounts::new(&plan.link_mounts).map_err(crate::Error::run)?;
+    let self_mounts = crate::private_ns::SelfMounts::new(&plan.link_mounts, &plan.self_mounts)
+        .map_err(crate::Error::run)?;
     let fits = prespawned.as_ref().is_some_and(|pre| {
         let simple =
-            extra.is_empty() && inherit.is_empty() && observer.is_none() && links.is_empty();
+            extra.is_empty() && inherit.is_empty() && observer.is_none() && self_mounts.is_empty();
         pre.fits(plan, output, simple)
     });
     // An unfitting one is killed first: it never sees this plan's placeholders.
@@ -242,7 +243,7 @@ pub fn spawn_with(
 
     // Without anything to do between fork and exec but moving descriptors, the child is
     // spawned without a copy of this process: see `spawn_posix`.
-    if observer.is_none() && !die_with_parent && links.is_empty() {
+    if observer.is_none() && !die_with_parent && self_mounts.is_empty() {
         let child = spawn_posix(plan, output, &pairs, max_target).map_err(|source| {
             crate::Error::Spawn { program: plan.program.as_path().to_path_buf(), source }
         })?;
@@ -265,8 +266,9 @@ pub fn spawn_with(
     cmd.stdin(std_stdio(stdin)).stdout(std_stdio(output.stdout)).stderr(std_stdio(output.stderr));
     cmd.process_group(0);
     let observer = observer.cloned();
-    // The observer's mount enters the private namespace; protected links need it too.
-    let namespace = (observer.is_none() && !links.is_empty())
+    // The observer's mount enters the private namespace; protected links and the paths
+    // mounted onto themselves need it too.
+    let namespace = (observer.is_none() && !self_mounts.is_empty())
         .then(crate::private_ns::PrivateNamespace::for_this_process);
     // SAFETY: the closure makes only async-signal-safe syscalls (the namespaces' unshare,
     // open, write and mount, the links' open_tree, mount_setattr and move_mount, the
@@ -279,7 +281,7 @@ pub fn spawn_with(
             } else if let Some(namespace) = &namespace {
                 namespace.enter()?;
             }
-            links.mount()?;
+            self_mounts.mount()?;
             if die_with_parent {
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
             }
@@ -287,15 +289,20 @@ pub fn spawn_with(
         });
     }
     let child = cmd.spawn().map_err(|source| {
-        let source = if plan.link_mounts.is_empty() {
+        let source = if plan.link_mounts.is_empty() && plan.self_mounts.is_empty() {
             source
         } else {
-            let links: Vec<String> = plan.link_mounts.iter().map(|l| l.to_string()).collect();
+            let paths: Vec<String> = plan
+                .link_mounts
+                .iter()
+                .chain(plan.self_mounts.iter().map(|m| &m.path))
+                .map(|l| l.to_string())
+                .collect();
             std::io::Error::new(
                 source.kind(),
                 format!(
-                    "{source} (before it, the protected links {} are mounted read-only on themselves)",
-                    links.join(", ")
+                    "{source} (before it, the protected links and paths {} are mounted on themselves)",
+                    paths.join(", ")
                 ),
             )
         };

@@ -2,7 +2,7 @@
 //!
 //! A bind of bubblewrap's cannot cover a link (`mount(2)` follows it to the target), so each
 //! protected link inside a write grant is mounted read-only on itself before bwrap starts
-//! ([`crate::private_ns::LinkMounts`]): the task can neither remove nor replace it. The run
+//! ([`crate::private_ns::SelfMounts`]): the task can neither remove nor replace it. The run
 //! still records each protected link before the task starts and says after it ends which
 //! one is gone or points elsewhere: on a kernel without the new mount API (before Linux
 //! 5.12) the link is only checked, so that nothing the task left there runs unnoticed.

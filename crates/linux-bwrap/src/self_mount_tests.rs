@@ -1,0 +1,71 @@
+//! Which binds the runner's child makes before bwrap (`ops::self_mountable`): only those the
+//! grant's recursive bind carries into the sandbox.
+
+use paddock_policy::{AbsPathBuf, SelfMount};
+
+use crate::ops::{BwrapOp, self_mountable, take_self_mounts};
+
+fn abs(p: &str) -> AbsPathBuf {
+    AbsPathBuf::new_lexical(p).unwrap()
+}
+
+fn bind(p: &str) -> BwrapOp {
+    BwrapOp::Bind { src: abs(p), dest: abs(p) }
+}
+
+fn ro(p: &str) -> BwrapOp {
+    BwrapOp::RoBind { src: abs(p), dest: abs(p) }
+}
+
+#[test]
+fn only_binds_below_a_kept_grant_and_under_nothing_else_are_taken() {
+    let mut ops = vec![
+        ro("/"),
+        BwrapOp::Dev { dest: abs("/dev") },
+        // A read-only bind of `/` carries nothing the child may take: not a grant.
+        ro("/etc/gitconfig"),
+        bind("/p"),
+        // A pin and a protected path below the grant: taken, in order.
+        bind("/p/.git"),
+        ro("/p/.git/hooks"),
+        // Below a tmpfs (a hidden directory) after the grant: not carried.
+        BwrapOp::Tmpfs { dest: abs("/p/secret") },
+        ro("/p/secret/kept"),
+        // Covered later by a mount of something else.
+        ro("/p/later"),
+        BwrapOp::RoBind { src: abs("/run/masked"), dest: abs("/p/later") },
+        // A bind from elsewhere is never taken, and what is below it is not carried.
+        BwrapOp::Bind { src: abs("/run/observe/a0"), dest: abs("/q") },
+        bind("/q/proj"),
+        bind("/q/proj/.git"),
+        BwrapOp::Tmpfs { dest: abs("/tmp") },
+        // Under a private /tmp, a grant re-exposes what is below it.
+        bind("/tmp/p"),
+        ro("/tmp/p/.bashrc"),
+        BwrapOp::RemountRo { dest: abs("/p/secret") },
+    ];
+    let taken = self_mountable(&ops);
+    let mounts = take_self_mounts(&mut ops, &taken);
+    let got: Vec<(String, bool)> =
+        mounts.iter().map(|m| (m.path.to_string(), m.read_only)).collect();
+    assert_eq!(
+        got,
+        [
+            ("/p/.git".to_owned(), false),
+            ("/p/.git/hooks".to_owned(), true),
+            ("/q/proj/.git".to_owned(), false),
+            ("/tmp/p/.bashrc".to_owned(), true),
+        ]
+    );
+    // What stays is bwrap's, in its order: the grants themselves among it.
+    assert!(
+        ops.contains(&bind("/p"))
+            && ops.contains(&bind("/q/proj"))
+            && ops.contains(&bind("/tmp/p"))
+    );
+    assert!(ops.contains(&ro("/p/secret/kept")) && ops.contains(&ro("/p/later")));
+    assert!(!ops.iter().any(|op| mounts.contains(&SelfMount {
+        path: op.dest().cloned().unwrap_or_else(AbsPathBuf::root),
+        read_only: matches!(op, BwrapOp::RoBind { .. })
+    })));
+}
