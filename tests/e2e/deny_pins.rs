@@ -160,3 +160,61 @@ fn the_pins_of_a_deny_entry_end_at_its_write_grant() {
     }
     assert!(!pinned.iter().any(|l| l.ends_with("free2")), "{text}");
 }
+
+#[test]
+fn a_large_policy_holds_every_wall_whoever_mounts_it() {
+    if !require_os_sandbox() {
+        return;
+    }
+    // Enough protected paths, pins and hidden files that the runner's child mounts them
+    // before bwrap (24 or more; `paddock plan --json` lists them as `self-mounts`), in this
+    // pass's itemize mode and untraced.
+    let sc = Scratch::new("bigwalls");
+    let p = |rel: &str| sc.project.join(rel);
+    let mut deny = Vec::new();
+    for i in 0..30 {
+        std::fs::create_dir_all(p(&format!("pkg{i}/.vscode"))).unwrap();
+        std::fs::write(p(&format!("pkg{i}/.vscode/settings.json")), "{}").unwrap();
+        std::fs::create_dir_all(p(&format!("conf{i}"))).unwrap();
+        std::fs::write(p(&format!("conf{i}/secret.env")), CANARY).unwrap();
+        deny.push(format!("\"conf{i}/secret.env\""));
+    }
+    std::fs::write(p("paddock.toml"), format!("[deny]\nread = [{}]\n", deny.join(", "))).unwrap();
+    for flags in [&[][..], &["--itemize", "off"]] {
+        let mut ops = Vec::new();
+        for i in [0, 17, 29] {
+            ops.push(format!("read:{}", s(&p(&format!("conf{i}/secret.env")))));
+            ops.push(format!("write:{}", s(&p(&format!("conf{i}/secret.env")))));
+            ops.push(format!("write:{}", s(&p(&format!("pkg{i}/.vscode/settings.json")))));
+            ops.push(format!("rename:{}={}", s(&p(&format!("conf{i}"))), s(&p("moved"))));
+        }
+        ops.push(format!("write:{}", s(&p("conf3/ok.txt"))));
+        let ops: Vec<&str> = ops.iter().map(String::as_str).collect();
+        let (o, out) = sc.probe(flags, &ops);
+        assert_eq!(out.status.code(), Some(0), "{flags:?}: {out:?}");
+        assert!(!String::from_utf8_lossy(&out.stdout).contains(CANARY), "{flags:?}: {out:?}");
+        for i in [0, 17, 29] {
+            let secret = s(&p(&format!("conf{i}/secret.env")));
+            assert_denied(&o, "read", &secret, &[EACCES]);
+            assert_denied(&o, "write", &secret, &[EACCES, EROFS]);
+            let settings = s(&p(&format!("pkg{i}/.vscode/settings.json")));
+            assert_denied(&o, "write", &settings, &[EROFS]);
+            let rename = format!("{}={}", s(&p(&format!("conf{i}"))), s(&p("moved")));
+            assert_denied(&o, "rename", &rename, &[EBUSY, EXDEV]);
+        }
+        assert_allowed(&o, "write", &s(&p("conf3/ok.txt")));
+        assert_eq!(std::fs::read_to_string(p("conf0/secret.env")).unwrap(), CANARY);
+        assert_eq!(std::fs::read_to_string(p("pkg0/.vscode/settings.json")).unwrap(), "{}");
+        std::fs::remove_file(p("conf3/ok.txt")).unwrap();
+    }
+    // The plan of this policy has the runner's child make them (on a host whose probe found
+    // the private namespace working: the observers' too).
+    let out =
+        sc.paddock().args(["plan", "--json", "--itemize", "off", "--", "true"]).output().unwrap();
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mounts = plan["plan"]["self-mounts"].as_array().cloned().unwrap_or_default();
+    if itemizer() == "observe" || !mounts.is_empty() {
+        let masked = mounts.iter().filter(|m| m["source"].is_string()).count();
+        assert_eq!(masked, 30, "each hidden file's mask: {mounts:?}");
+    }
+}

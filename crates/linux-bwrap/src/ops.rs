@@ -207,15 +207,24 @@ fn same_path(op: &BwrapOp) -> Option<&AbsPathBuf> {
 }
 
 /// The binds of `ops` that the runner's child can make instead of bwrap
-/// ([`SpawnPlan::self_mounts`](paddock_policy::SpawnPlan)): each bind of a path onto itself
-/// strictly below a writable bind of a path onto itself that bwrap keeps (a write grant,
-/// whose recursive bind carries the mounts below it into the sandbox), with no mount of
-/// anything else between that grant's and its own, or after it, at or above it (a tmpfs,
-/// `/dev`, a masked file would hide it). Index of each op in `ops`, in mount order.
-pub fn self_mountable(ops: &[BwrapOp]) -> Vec<usize> {
+/// ([`SpawnPlan::self_mounts`](paddock_policy::SpawnPlan)): each bind of a path onto itself,
+/// and each bind of `masks.0` (the masked file) onto one of `masks.1` (hidden regular
+/// files), strictly below a writable bind of a path onto itself that bwrap keeps (a write
+/// grant, whose recursive bind carries the mounts below it into the sandbox), with no mount
+/// of anything else between that grant's and its own, or after it, at or above it (a
+/// tmpfs, `/dev`, a mask would hide it). The binds of `grants` (write grants: carriers, and
+/// what the user asked for by name) stay bwrap's. Index of each op in `ops`, in mount order.
+pub fn self_mountable(
+    ops: &[BwrapOp],
+    grants: &[AbsPathBuf],
+    masks: Option<(&AbsPathBuf, &[AbsPathBuf])>,
+) -> Vec<usize> {
     let mut out: Vec<usize> = Vec::new();
     for (i, op) in ops.iter().enumerate() {
-        let Some(path) = same_path(op) else { continue };
+        let Some(path) = same_path(op).or_else(|| masked(op, masks)) else { continue };
+        if grants.contains(path) {
+            continue;
+        }
         // The nearest earlier op at or above `path` that is not itself taken decides.
         let carried = ops[..i].iter().enumerate().rev().find_map(|(j, earlier)| {
             let dest = earlier.dest()?;
@@ -240,6 +249,18 @@ pub fn self_mountable(ops: &[BwrapOp]) -> Vec<usize> {
     out
 }
 
+/// The hidden file a bind of the masked file covers, when `masks` lists it.
+fn masked<'a>(
+    op: &'a BwrapOp,
+    masks: Option<(&AbsPathBuf, &[AbsPathBuf])>,
+) -> Option<&'a AbsPathBuf> {
+    let (file, hidden) = masks?;
+    match op {
+        BwrapOp::RoBind { src, dest } if src == file && hidden.contains(dest) => Some(dest),
+        _ => None,
+    }
+}
+
 /// Takes the ops at `indices` (from [`self_mountable`]) out of `ops`, as self mounts.
 pub fn take_self_mounts(ops: &mut Vec<BwrapOp>, indices: &[usize]) -> Vec<SelfMount> {
     let mut taken = Vec::new();
@@ -247,9 +268,12 @@ pub fn take_self_mounts(ops: &mut Vec<BwrapOp>, indices: &[usize]) -> Vec<SelfMo
     ops.retain(|op| {
         let take = indices.contains(&i);
         i += 1;
-        if take && let Some(path) = same_path(op) {
-            let read_only = matches!(op, BwrapOp::RoBind { .. });
-            taken.push(SelfMount { path: path.clone(), read_only });
+        if take && let BwrapOp::Bind { src, dest } | BwrapOp::RoBind { src, dest } = op {
+            taken.push(SelfMount {
+                path: dest.clone(),
+                read_only: matches!(op, BwrapOp::RoBind { .. }),
+                source: (src != dest).then(|| src.clone()),
+            });
         }
         !take
     });

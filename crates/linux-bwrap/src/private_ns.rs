@@ -17,7 +17,7 @@
 //!
 //! A protected path or a pinned directory below a write grant is mounted onto itself the
 //! same way, recursively (`AT_RECURSIVE`, as bwrap's binds are), read-only for a protected
-//! path: bwrap reads and parses the whole mount table for each bind it makes (a cost that
+//! path, and the empty masked file over a hidden file there (not recursively): bwrap reads and parses the whole mount table for each bind it makes (a cost that
 //! grows with every mount already made), the child makes three system calls and reads
 //! nothing. bwrap's recursive bind of the grant then carries these mounts in, with every
 //! flag it would add already set. On a kernel without the new mount API (before 5.12) such
@@ -126,13 +126,16 @@ enum Kind {
     ReadOnly,
     /// A pinned directory: as it is, with everything mounted below it.
     Writable,
+    /// A hidden file: the masked file mounted over it, read-only.
+    Mask,
 }
 
 /// The paths to mount onto themselves in the private namespace, in order: the protected
 /// links, then the plan's self mounts ([`paddock_policy::SpawnPlan::self_mounts`]).
 #[derive(Clone, Debug, Default)]
 pub struct SelfMounts {
-    mounts: Vec<(CString, Kind)>,
+    /// Each path, how, and for a mask the file mounted over it.
+    mounts: Vec<(CString, Kind, Option<CString>)>,
 }
 
 impl SelfMounts {
@@ -144,11 +147,15 @@ impl SelfMounts {
         };
         let mut mounts = Vec::with_capacity(links.len() + binds.len());
         for link in links {
-            mounts.push((c(link)?, Kind::Link));
+            mounts.push((c(link)?, Kind::Link, None));
         }
         for bind in binds {
-            let kind = if bind.read_only { Kind::ReadOnly } else { Kind::Writable };
-            mounts.push((c(&bind.path)?, kind));
+            let (kind, source) = match (&bind.source, bind.read_only) {
+                (Some(source), _) => (Kind::Mask, Some(c(source)?)),
+                (None, true) => (Kind::ReadOnly, None),
+                (None, false) => (Kind::Writable, None),
+            };
+            mounts.push((c(&bind.path)?, kind, source));
         }
         Ok(SelfMounts { mounts })
     }
@@ -168,11 +175,14 @@ impl SelfMounts {
     ///
     /// Async-signal-safe: system calls on data prepared before the fork, no allocation.
     pub fn mount(&self) -> io::Result<()> {
-        for (path, kind) in &self.mounts {
-            match mount_on_itself(path, *kind) {
+        for (path, kind, source) in &self.mounts {
+            let source = source.as_ref().unwrap_or(path);
+            match mount_tree(source, path, *kind) {
                 Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => match kind {
                     Kind::Link => {}
-                    Kind::ReadOnly | Kind::Writable => bind_on_itself(path, *kind)?,
+                    Kind::ReadOnly | Kind::Writable | Kind::Mask => {
+                        bind_with_mount(source, path, *kind)?
+                    }
                 },
                 other => other?,
             }
@@ -184,27 +194,42 @@ impl SelfMounts {
 /// `<linux/mount.h>`: apply to the whole tree (`open_tree`, `mount_setattr`).
 const AT_RECURSIVE: libc::c_uint = 0x8000;
 
-/// One path: see [`SelfMounts::mount`].
-fn mount_on_itself(path: &CString, kind: Kind) -> io::Result<()> {
-    // SAFETY: a NUL-terminated path; the result is checked and closed below.
-    let at =
+/// `O_PATH | O_NOFOLLOW` of `path`: the file itself, a link not followed.
+fn open_path(path: &CString) -> io::Result<libc::c_int> {
+    // SAFETY: a NUL-terminated path; the caller closes the result.
+    let fd =
         unsafe { libc::open(path.as_ptr(), libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
-    check(at)?;
-    let result = mount_tree_on(at, kind);
+    check(fd).map(|()| fd)
+}
+
+/// One mount of `source` onto `path` (the same path but for a mask): see
+/// [`SelfMounts::mount`].
+fn mount_tree(source: &CString, path: &CString, kind: Kind) -> io::Result<()> {
+    let at = open_path(path)?;
+    let from = if kind == Kind::Mask { open_path(source) } else { Ok(at) };
+    let result = from.and_then(|from| {
+        let mounted = mount_tree_on(from, at, kind);
+        if from != at {
+            // SAFETY: closing the descriptor opened above.
+            unsafe { libc::close(from) };
+        }
+        mounted
+    });
     // SAFETY: closing the descriptor opened above.
     unsafe { libc::close(at) };
     result
 }
 
-fn mount_tree_on(at: libc::c_int, kind: Kind) -> io::Result<()> {
-    let recursive = if kind == Kind::Link { 0 } else { AT_RECURSIVE };
+/// Clones the tree at `from` and attaches it onto `at`.
+fn mount_tree_on(from: libc::c_int, at: libc::c_int, kind: Kind) -> io::Result<()> {
+    let recursive = if matches!(kind, Kind::Link | Kind::Mask) { 0 } else { AT_RECURSIVE };
     let flags = libc::OPEN_TREE_CLONE
         | libc::OPEN_TREE_CLOEXEC
         | libc::AT_EMPTY_PATH as libc::c_uint
         | recursive;
     // SAFETY: an empty NUL-terminated path relative to a descriptor we hold; the result is
     // checked and closed below.
-    let tree = unsafe { libc::syscall(libc::SYS_open_tree, at, c"".as_ptr(), flags) };
+    let tree = unsafe { libc::syscall(libc::SYS_open_tree, from, c"".as_ptr(), flags) };
     let tree =
         libc::c_int::try_from(tree).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
     check(tree)?;
@@ -260,18 +285,20 @@ const KEPT_FLAGS: [(libc::c_ulong, libc::c_ulong); 8] = [
     (libc::ST_RELATIME, libc::MS_RELATIME),
 ];
 
-/// Without the new mount API: binds `path` onto itself with `mount(2)` (recursively, as
-/// bwrap does) and remounts it `nosuid`, `nodev` and, but for a pinned directory, read-only,
-/// keeping the flags it has. `mount(2)` follows a link at `path`; the supervisor's check of
-/// each bound path (`mount_ids`) refuses a path swapped meanwhile.
-fn bind_on_itself(path: &CString, kind: Kind) -> io::Result<()> {
+/// Without the new mount API: binds `source` onto `path` with `mount(2)` (recursively but
+/// for a mask, as bwrap does) and remounts it `nosuid`, `nodev` and, but for a pinned
+/// directory, read-only, keeping the flags it has. `mount(2)` follows a link at `path`, as
+/// bwrap's binds do; the supervisor's check of each path bound onto itself (`mount_ids`)
+/// refuses one swapped meanwhile.
+fn bind_with_mount(source: &CString, path: &CString, kind: Kind) -> io::Result<()> {
+    let recursive = if kind == Kind::Mask { 0 } else { libc::MS_REC };
     // SAFETY: NUL-terminated source and target; null type and data are allowed for a bind.
     check(unsafe {
         libc::mount(
-            path.as_ptr(),
+            source.as_ptr(),
             path.as_ptr(),
             std::ptr::null(),
-            libc::MS_BIND | libc::MS_REC,
+            libc::MS_BIND | recursive,
             std::ptr::null(),
         )
     })?;
@@ -345,12 +372,19 @@ mod tests {
         assert_eq!(ns.gid_line, b"100 100 1\n");
         let mounts = SelfMounts::new(
             &[AbsPathBuf::new_lexical("/p/.bashrc").unwrap()],
-            &[SelfMount { path: AbsPathBuf::new_lexical("/p/.git").unwrap(), read_only: false }],
+            &[SelfMount {
+                path: AbsPathBuf::new_lexical("/p/.git").unwrap(),
+                read_only: false,
+                source: None,
+            }],
         )
         .unwrap();
         assert_eq!(
             mounts.mounts,
-            vec![(c"/p/.bashrc".to_owned(), Kind::Link), (c"/p/.git".to_owned(), Kind::Writable)]
+            vec![
+                (c"/p/.bashrc".to_owned(), Kind::Link, None),
+                (c"/p/.git".to_owned(), Kind::Writable, None)
+            ]
         );
         assert!(SelfMounts::default().is_empty());
     }
@@ -360,6 +394,7 @@ mod tests {
     /// exit status, or `None` when this host gives no private namespace.
     #[allow(clippy::disallowed_methods)] // a test spawns its own child to mount in
     fn in_namespace(
+        source: &std::path::Path,
         dir: &std::path::Path,
         kind: Kind,
         fallback: bool,
@@ -368,13 +403,18 @@ mod tests {
         use std::os::unix::process::CommandExt;
         let ns = PrivateNamespace::for_this_process();
         let path = CString::new(dir.as_os_str().as_bytes()).unwrap();
+        let source = CString::new(source.as_os_str().as_bytes()).unwrap();
         let mut cmd = std::process::Command::new("/bin/sh");
         cmd.args(["-c", script]).stderr(std::process::Stdio::null());
         // SAFETY: the closure makes only system calls on data prepared before the fork.
         unsafe {
             cmd.pre_exec(move || {
                 ns.enter().map_err(|_| io::Error::from_raw_os_error(libc::ENOTSUP))?;
-                if fallback { bind_on_itself(&path, kind) } else { mount_on_itself(&path, kind) }
+                if fallback {
+                    bind_with_mount(&source, &path, kind)
+                } else {
+                    mount_tree(&source, &path, kind)
+                }
             });
         }
         match cmd.status() {
@@ -395,7 +435,7 @@ mod tests {
                 "echo x > '{d}/f' && exit 10; echo x > '{d}/sub/f' && exit 11; \
                  mv '{d}' '{d}.moved' && exit 12; exit 0"
             );
-            let Some(code) = in_namespace(&dir, Kind::ReadOnly, fallback, &script) else {
+            let Some(code) = in_namespace(&dir, &dir, Kind::ReadOnly, fallback, &script) else {
                 paddock_test_support::skip(
                     "no private mount namespace here (user namespaces)",
                     None,
@@ -406,10 +446,21 @@ mod tests {
             // A pinned directory stays writable but cannot be renamed.
             let script =
                 format!("echo x > '{d}/sub/w' || exit 20; mv '{d}' '{d}.moved' && exit 21; exit 0");
-            let code = in_namespace(&dir.clone(), Kind::Writable, fallback, &script);
+            let code = in_namespace(&dir, &dir, Kind::Writable, fallback, &script);
             assert_eq!(code, Some(0), "fallback {fallback}");
             assert!(dir.join("sub/w").exists() && !dir.join("f").exists());
             std::fs::remove_file(dir.join("sub/w")).unwrap();
+            // A hidden file: the empty masked file over it, read-only; the secret stays.
+            std::fs::write(dir.join("sub/secret"), "CANARY").unwrap();
+            std::fs::write(dir.join("masked"), "").unwrap();
+            let script = format!(
+                "grep -q CANARY '{d}/sub/secret' && exit 30; echo x > '{d}/sub/secret' && exit 31; \
+                 mv '{d}/sub/secret' '{d}/sub/s2' && exit 32; exit 0"
+            );
+            let (masked, secret) = (dir.join("masked"), dir.join("sub/secret"));
+            let code = in_namespace(&masked, &secret, Kind::Mask, fallback, &script);
+            assert_eq!(code, Some(0), "fallback {fallback}: the mask fell");
+            assert_eq!(std::fs::read_to_string(dir.join("sub/secret")).unwrap(), "CANARY");
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -38,13 +38,15 @@ fn only_binds_below_a_kept_grant_and_under_nothing_else_are_taken() {
         BwrapOp::Bind { src: abs("/run/observe/a0"), dest: abs("/q") },
         bind("/q/proj"),
         bind("/q/proj/.git"),
+        // A write grant inside another stays bwrap's.
+        bind("/p/out"),
         BwrapOp::Tmpfs { dest: abs("/tmp") },
         // Under a private /tmp, a grant re-exposes what is below it.
         bind("/tmp/p"),
         ro("/tmp/p/.bashrc"),
         BwrapOp::RemountRo { dest: abs("/p/secret") },
     ];
-    let taken = self_mountable(&ops);
+    let taken = self_mountable(&ops, &[abs("/p"), abs("/p/out")], None);
     let mounts = take_self_mounts(&mut ops, &taken);
     let got: Vec<(String, bool)> =
         mounts.iter().map(|m| (m.path.to_string(), m.read_only)).collect();
@@ -64,8 +66,41 @@ fn only_binds_below_a_kept_grant_and_under_nothing_else_are_taken() {
             && ops.contains(&bind("/tmp/p"))
     );
     assert!(ops.contains(&ro("/p/secret/kept")) && ops.contains(&ro("/p/later")));
+    assert!(ops.contains(&bind("/p/out")));
     assert!(!ops.iter().any(|op| mounts.contains(&SelfMount {
         path: op.dest().cloned().unwrap_or_else(AbsPathBuf::root),
-        read_only: matches!(op, BwrapOp::RoBind { .. })
+        read_only: matches!(op, BwrapOp::RoBind { .. }),
+        source: None,
     })));
+}
+
+#[test]
+fn the_masked_file_over_a_listed_hidden_file_is_taken_and_nothing_else_from_elsewhere() {
+    let masked = abs("/run/t1/masked");
+    let mask = |p: &str| BwrapOp::RoBind { src: masked.clone(), dest: abs(p) };
+    let mut ops = vec![
+        ro("/"),
+        // Outside every grant: the read-only bind of `/` is no carrier.
+        mask("/home/u/.netrc"),
+        bind("/p"),
+        mask("/p/conf/secret.env"),
+        // Not listed as a hidden regular file (a missing entry's placeholder, say).
+        mask("/p/later"),
+        BwrapOp::RoBind { src: abs("/run/t1/observe/f0"), dest: abs("/p/other.env") },
+    ];
+    let hidden = [abs("/home/u/.netrc"), abs("/p/conf/secret.env"), abs("/p/other.env")];
+    let taken = self_mountable(&ops, &[], Some((&masked, &hidden)));
+    let mounts = take_self_mounts(&mut ops, &taken);
+    assert_eq!(
+        mounts,
+        [SelfMount {
+            path: abs("/p/conf/secret.env"),
+            read_only: true,
+            source: Some(masked.clone())
+        }]
+    );
+    assert!(ops.contains(&mask("/home/u/.netrc")) && ops.contains(&mask("/p/later")));
+    // Without masks (the observers' runs) it stays bwrap's.
+    let ops = vec![ro("/"), bind("/p"), mask("/p/conf/secret.env")];
+    assert!(self_mountable(&ops, &[], None).is_empty());
 }

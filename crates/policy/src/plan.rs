@@ -54,7 +54,7 @@ pub struct SpawnPlan {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub link_mounts: Vec<AbsPathBuf>,
     /// Paths bound onto themselves below a write grant (protected paths read-only, pinned
-    /// directories as they are) that the runner mounts before the sandbox starts, in mount
+    /// directories as they are), and the masks of hidden files there, that the runner mounts before the sandbox starts, in mount
     /// order, rather than the sandbox tool (Linux: the runner's child, with the new mount
     /// API, which reads no mount table; bubblewrap's recursive bind of the grant carries
     /// them into the sandbox).
@@ -68,9 +68,13 @@ pub struct SpawnPlan {
 pub struct SelfMount {
     /// The path (the same on the host and in the sandbox).
     pub path: AbsPathBuf,
-    /// Read-only (a protected path), or writable (a pinned directory: a mount point cannot
-    /// be renamed or removed).
+    /// Read-only (a protected path, a mask), or writable (a pinned directory: a mount point
+    /// cannot be renamed or removed).
     pub read_only: bool,
+    /// What is mounted there: the path itself (`None`), or this file (the empty masked
+    /// file over a hidden one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<AbsPathBuf>,
 }
 
 impl SpawnPlan {
