@@ -208,8 +208,8 @@ fn same_path(op: &BwrapOp) -> Option<&AbsPathBuf> {
 
 /// The binds of `ops` that the runner's child can make instead of bwrap
 /// ([`SpawnPlan::self_mounts`](paddock_policy::SpawnPlan)): each bind of a path onto itself,
-/// and each bind of `masks.0` (the masked file) onto one of `masks.1` (hidden regular
-/// files), strictly below a writable bind of a path onto itself that bwrap keeps (a write
+/// and each bind listed in `masks` (a mask's source and the hidden regular file it covers),
+/// strictly below a writable bind of a path onto itself that bwrap keeps (a write
 /// grant, whose recursive bind carries the mounts below it into the sandbox), with no mount
 /// of anything else between that grant's and its own, or after it, at or above it (a
 /// tmpfs, `/dev`, a mask would hide it). The binds of `grants` (write grants: carriers, and
@@ -217,7 +217,7 @@ fn same_path(op: &BwrapOp) -> Option<&AbsPathBuf> {
 pub fn self_mountable(
     ops: &[BwrapOp],
     grants: &[AbsPathBuf],
-    masks: Option<(&AbsPathBuf, &[AbsPathBuf])>,
+    masks: &[(AbsPathBuf, AbsPathBuf)],
 ) -> Vec<usize> {
     let mut out: Vec<usize> = Vec::new();
     for (i, op) in ops.iter().enumerate() {
@@ -249,14 +249,12 @@ pub fn self_mountable(
     out
 }
 
-/// The hidden file a bind of the masked file covers, when `masks` lists it.
-fn masked<'a>(
-    op: &'a BwrapOp,
-    masks: Option<(&AbsPathBuf, &[AbsPathBuf])>,
-) -> Option<&'a AbsPathBuf> {
-    let (file, hidden) = masks?;
+/// The hidden file a mask's bind covers, when `masks` lists the bind.
+fn masked<'a>(op: &'a BwrapOp, masks: &[(AbsPathBuf, AbsPathBuf)]) -> Option<&'a AbsPathBuf> {
     match op {
-        BwrapOp::RoBind { src, dest } if src == file && hidden.contains(dest) => Some(dest),
+        BwrapOp::RoBind { src, dest } if masks.iter().any(|(s, d)| s == src && d == dest) => {
+            Some(dest)
+        }
         _ => None,
     }
 }

@@ -252,17 +252,23 @@ impl Backend for LinuxBwrap {
         // are enough of them to pay for the fork and the namespace and the probe found that
         // namespace works here (`facts.observe`: the observers' needs it too).
         let link_mounts = ops::link_mounts(policy);
-        // The masks of hidden regular files too, when they are the masked file (the
-        // observers' files are served by a thread the runner starts after the spawn).
-        let hidden_files: Vec<AbsPathBuf> = policy
+        // The masks of hidden regular files too: the masked file, or the observer's file
+        // for each (served by the runner's observer thread from the moment the child has
+        // mounted the observer, before it makes these).
+        let masks: Vec<(AbsPathBuf, AbsPathBuf)> = policy
             .read_deny
             .iter()
             .filter(|a| a.kind == Some(FileKind::File))
-            .map(|a| a.path.clone())
+            .map(|a| {
+                let served = observer.as_ref().and_then(|o| {
+                    let i = o.files.iter().position(|f| *f == a.path)?;
+                    Some(o.mount_dir.join(format!("f{i}")))
+                });
+                (served.unwrap_or_else(|| inputs.masked_file.clone()), a.path.clone())
+            })
             .collect();
-        let masks = (!task.observe).then_some((&inputs.masked_file, hidden_files.as_slice()));
         let grants: Vec<AbsPathBuf> = policy.write.iter().map(|g| g.path.clone()).collect();
-        let mountable = ops::self_mountable(&all, &grants, masks);
+        let mountable = ops::self_mountable(&all, &grants, &masks);
         let self_mounts = if task.observe
             || !link_mounts.is_empty()
             || (facts.observe && mountable.len() >= SELF_MOUNTS_WORTH_A_NAMESPACE)

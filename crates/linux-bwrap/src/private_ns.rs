@@ -17,7 +17,9 @@
 //!
 //! A protected path or a pinned directory below a write grant is mounted onto itself the
 //! same way, recursively (`AT_RECURSIVE`, as bwrap's binds are), read-only for a protected
-//! path, and the empty masked file over a hidden file there (not recursively): bwrap reads and parses the whole mount table for each bind it makes (a cost that
+//! path, and a mask over a hidden file there (the empty masked file, or the observer's file
+//! for it: the child mounted the observer and handed the runner's serving thread its
+//! descriptor just before; not recursively): bwrap reads and parses the whole mount table for each bind it makes (a cost that
 //! grows with every mount already made), the child makes three system calls and reads
 //! nothing. bwrap's recursive bind of the grant then carries these mounts in, with every
 //! flag it would add already set. On a kernel without the new mount API (before 5.12) such

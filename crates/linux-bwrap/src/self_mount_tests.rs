@@ -46,7 +46,7 @@ fn only_binds_below_a_kept_grant_and_under_nothing_else_are_taken() {
         ro("/tmp/p/.bashrc"),
         BwrapOp::RemountRo { dest: abs("/p/secret") },
     ];
-    let taken = self_mountable(&ops, &[abs("/p"), abs("/p/out")], None);
+    let taken = self_mountable(&ops, &[abs("/p"), abs("/p/out")], &[]);
     let mounts = take_self_mounts(&mut ops, &taken);
     let got: Vec<(String, bool)> =
         mounts.iter().map(|m| (m.path.to_string(), m.read_only)).collect();
@@ -86,10 +86,15 @@ fn the_masked_file_over_a_listed_hidden_file_is_taken_and_nothing_else_from_else
         mask("/p/conf/secret.env"),
         // Not listed as a hidden regular file (a missing entry's placeholder, say).
         mask("/p/later"),
+        // Listed with another source.
         BwrapOp::RoBind { src: abs("/run/t1/observe/f0"), dest: abs("/p/other.env") },
     ];
-    let hidden = [abs("/home/u/.netrc"), abs("/p/conf/secret.env"), abs("/p/other.env")];
-    let taken = self_mountable(&ops, &[], Some((&masked, &hidden)));
+    let masks: Vec<(AbsPathBuf, AbsPathBuf)> =
+        ["/home/u/.netrc", "/p/conf/secret.env", "/p/other.env"]
+            .iter()
+            .map(|h| (masked.clone(), abs(h)))
+            .collect();
+    let taken = self_mountable(&ops, &[], &masks);
     let mounts = take_self_mounts(&mut ops, &taken);
     assert_eq!(
         mounts,
@@ -100,7 +105,7 @@ fn the_masked_file_over_a_listed_hidden_file_is_taken_and_nothing_else_from_else
         }]
     );
     assert!(ops.contains(&mask("/home/u/.netrc")) && ops.contains(&mask("/p/later")));
-    // Without masks (the observers' runs) it stays bwrap's.
+    // A mask not listed stays bwrap's.
     let ops = vec![ro("/"), bind("/p"), mask("/p/conf/secret.env")];
-    assert!(self_mountable(&ops, &[], None).is_empty());
+    assert!(self_mountable(&ops, &[], &[]).is_empty());
 }
