@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 use paddock::{Command, Report, Sandbox, SharedProxy, Stdio, ViolationKind};
 use paddock_test_support::skip;
 
+mod warm;
+
 /// One test at a time: each checks that the whole process is left clean.
 static SERIAL: Mutex<()> = Mutex::new(());
 

@@ -117,6 +117,23 @@ impl Child {
         }
     }
 
+    /// The handle on a run already going on its thread (a prewarmed sandbox's).
+    #[cfg(target_os = "linux")]
+    pub(crate) fn from_run(
+        pid: u32,
+        control: Control,
+        notes: Notes,
+        thread: Option<std::thread::JoinHandle<Result<Finished, Error>>>,
+    ) -> Child {
+        Child { pid, control, notes, thread, done: None }
+    }
+
+    /// [`Child::finish`], for a run that ended before it had a sandbox.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn finish_now(&mut self) -> Result<(), Error> {
+        self.finish()
+    }
+
     /// Joins the run's thread once, keeping its outcome; the first caller after a failure
     /// gets the error itself.
     fn finish(&mut self) -> Result<(), Error> {
@@ -277,6 +294,7 @@ fn request(
         control,
         notes,
         proxy: inner.proxy.inner.clone(),
+        deferred: None,
     })
 }
 
@@ -289,6 +307,16 @@ pub(crate) fn spawn(
     command: &Command,
     prespawned: Option<paddock_linux_bwrap::runtime::prespawn::Prespawned>,
 ) -> Result<Child, Error> {
+    if command.stdin.0 != crate::command::StdioKind::Piped
+        && !command.program.is_empty()
+        && sandbox.inner.warm.is_on()
+    {
+        let cwd = sandbox.inner.cwd_of(command.cwd.as_deref());
+        let weak = std::sync::Arc::downgrade(&sandbox.inner);
+        if let Some(child) = sandbox.inner.warm.spawn(&weak, command, &cwd) {
+            return child;
+        }
+    }
     let (spawned_tx, spawned_rx) = crossbeam_channel::unbounded();
     let control = Control::notifying(spawned_tx)?;
     let handle = control.handle();

@@ -61,6 +61,8 @@ mod report;
 mod sandbox;
 #[cfg(target_os = "macos")]
 mod seatbelt;
+#[cfg(target_os = "linux")]
+mod warm;
 
 #[doc(hidden)]
 pub mod cli;

@@ -32,6 +32,7 @@ pub struct SandboxBuilder {
     facts: Option<HostFacts>,
     supervisor: Supervisor,
     proxy: SharedProxy,
+    prewarm: usize,
 }
 
 /// One egress proxy shared by every sandbox built with a clone of this handle
@@ -90,6 +91,9 @@ pub(crate) struct Inner {
     pub(crate) grace: Duration,
     pub(crate) facts: HostFacts,
     pub(crate) proxy: SharedProxy,
+    /// The prewarmed sandboxes ([`SandboxBuilder::prewarm`]).
+    #[cfg(target_os = "linux")]
+    pub(crate) warm: crate::warm::Pool,
 }
 
 impl Sandbox {
@@ -109,6 +113,7 @@ impl Sandbox {
             facts: None,
             supervisor: Supervisor::Find,
             proxy: SharedProxy::new(),
+            prewarm: 0,
         }
     }
 
@@ -243,6 +248,23 @@ impl SandboxBuilder {
         self
     }
 
+    /// Keeps up to `n` sandboxes of this policy set up ahead (namespaces, mounts, filters,
+    /// the observers, the supervisor waiting for its task), so that [`Sandbox::spawn`] only
+    /// hands the task over: the warm path for task runners. Each warm sandbox runs one task
+    /// and is replaced at once, in the background; the task's command, environment, working
+    /// directory, streams and timeout are its own. The warm sandboxes still waiting are torn
+    /// down with the last clone of the `Sandbox`. Their walls are the project's as it was
+    /// when each was set up; what appears in the project meanwhile is found after the task
+    /// as created during it (reported, a new repository's hooks disarmed).
+    ///
+    /// A sandbox that itemizes with strace (which follows a task from its start), or whose
+    /// policy grants local ports (a warm sandbox would hold the port), is never prewarmed:
+    /// each spawn then sets one up as usual. On macOS this does nothing yet. Default: 0.
+    pub fn prewarm(mut self, n: usize) -> SandboxBuilder {
+        self.prewarm = n;
+        self
+    }
+
     /// Uses these host facts instead of probing the host.
     #[doc(hidden)]
     pub fn host_facts(mut self, facts: HostFacts) -> SandboxBuilder {
@@ -291,7 +313,21 @@ impl SandboxBuilder {
             None => host_facts()?,
         };
         choose_supervisor(&mut facts, self.supervisor)?;
-        Ok(Sandbox {
+        #[cfg(target_os = "linux")]
+        let warm = {
+            let mode = self.itemize.unwrap_or(policy.report.itemize);
+            let (mechanism, _) =
+                paddock_linux_bwrap::runtime::observe::choose(mode, &facts, self.toggles);
+            let warmable = matches!(
+                mechanism,
+                paddock_linux_bwrap::runtime::observe::Mechanism::Observe
+                    | paddock_linux_bwrap::runtime::observe::Mechanism::Off
+            ) && policy.allow.local_ports.is_empty();
+            crate::warm::Pool::new(if warmable { self.prewarm } else { 0 })
+        };
+        #[cfg(not(target_os = "linux"))]
+        let _ = self.prewarm;
+        let sandbox = Sandbox {
             inner: Arc::new(Inner {
                 project,
                 policy,
@@ -305,8 +341,13 @@ impl SandboxBuilder {
                 grace: self.grace,
                 facts,
                 proxy: self.proxy,
+                #[cfg(target_os = "linux")]
+                warm,
             }),
-        })
+        };
+        #[cfg(target_os = "linux")]
+        sandbox.inner.warm.fill(&Arc::downgrade(&sandbox.inner));
+        Ok(sandbox)
     }
 }
 

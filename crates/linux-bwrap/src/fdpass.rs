@@ -1,6 +1,7 @@
 //! Passing a descriptor from a forked child to its parent over a socket pair (`SCM_RIGHTS`),
 //! and a one-byte acknowledgement back: the notification listener (task child to
-//! supervisor) and the observer's FUSE device (bwrap's child to the runner). The child's
+//! supervisor) and the observer's FUSE device (bwrap's child to the runner). And a record
+//! with descriptors: a prewarmed sandbox's task and its streams (runner to supervisor). The child's
 //! side allocates nothing (it runs between `fork` and `exec` of a multi-threaded process).
 
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -132,6 +133,57 @@ pub fn ack(sock: i32) -> std::io::Result<()> {
     // SAFETY: writing one byte from a valid buffer.
     let n = unsafe { libc::send(sock, [b'A'].as_ptr().cast(), 1, libc::MSG_NOSIGNAL) };
     if n == 1 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+}
+
+/// Sends `data` (one record: `sock` is a `SOCK_SEQPACKET` socket) and `fds` with it.
+pub fn send_with_fds(
+    sock: std::os::fd::BorrowedFd<'_>,
+    data: &[u8],
+    fds: &[std::os::fd::RawFd],
+) -> std::io::Result<()> {
+    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+    let iov = [std::io::IoSlice::new(data)];
+    let rights = [ControlMessage::ScmRights(fds)];
+    let sent = sendmsg::<()>(
+        std::os::fd::AsRawFd::as_raw_fd(&sock),
+        &iov,
+        &rights,
+        MsgFlags::MSG_NOSIGNAL,
+        None,
+    )?;
+    if sent != data.len() {
+        return Err(std::io::Error::from_raw_os_error(libc::EMSGSIZE));
+    }
+    Ok(())
+}
+
+/// Receives one record of at most `max` bytes and the descriptors sent with it (close-on-
+/// exec). A peer that closed its end gives `Ok(None)`.
+pub fn recv_with_fds(sock: i32, max: usize) -> std::io::Result<Option<(Vec<u8>, Vec<OwnedFd>)>> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    let mut data = vec![0u8; max];
+    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 8]);
+    let (len, fds, truncated) = {
+        let mut iov = [std::io::IoSliceMut::new(&mut data)];
+        let msg = recvmsg::<()>(sock, &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC)?;
+        let mut fds = Vec::new();
+        for cmsg in msg.cmsgs()? {
+            if let ControlMessageOwned::ScmRights(received) = cmsg {
+                // SAFETY: each descriptor was just received and is ours alone.
+                fds.extend(received.into_iter().map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }));
+            }
+        }
+        let truncated = msg.flags.intersects(MsgFlags::MSG_TRUNC | MsgFlags::MSG_CTRUNC);
+        (msg.bytes, fds, truncated)
+    };
+    if truncated {
+        return Err(std::io::Error::from_raw_os_error(libc::EMSGSIZE));
+    }
+    if len == 0 && fds.is_empty() {
+        return Ok(None);
+    }
+    data.truncate(len);
+    Ok(Some((data, fds)))
 }
 
 #[cfg(test)]

@@ -40,7 +40,8 @@ pub fn encode(p: &SupervisorPayload) -> Option<Vec<u8>> {
         && !p.refuse_unix_sockets
         && p.unix_socket_grants.is_empty()
         && !p.wait_for_tracer
-        && p.strace_inside.is_none();
+        && p.strace_inside.is_none()
+        && p.task_fd.is_none();
     if !plain || p.env.iter().any(|(k, _)| k.0.as_encoded_bytes().contains(&b'=')) {
         return None;
     }

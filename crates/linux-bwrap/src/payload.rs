@@ -127,6 +127,39 @@ pub struct SupervisorPayload {
     /// to start it on a difference (see [`crate::mount_ids`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mount_ids_fd: Option<i32>,
+    /// A prewarmed sandbox: the task is not known yet. Once everything is mounted and
+    /// checked, the supervisor waits on this socket for one [`TaskHandover`] and the task's
+    /// stdin, stdout and stderr (`SCM_RIGHTS`), which replace the payload's program,
+    /// arguments, environment and working directory, and its own standard streams.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_fd: Option<i32>,
+}
+
+/// The task of a prewarmed sandbox ([`SupervisorPayload::task_fd`]), as the runner hands it
+/// over.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct TaskHandover {
+    /// The program as given.
+    pub program: Bytes,
+    /// Its arguments (argv\[0\] is the program as given).
+    pub args: Vec<Bytes>,
+    /// The task's complete environment.
+    pub env: Vec<(Bytes, Bytes)>,
+    /// The working directory inside the sandbox.
+    pub cwd: Bytes,
+}
+
+impl TaskHandover {
+    /// The JSON bytes.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        // Serializing plain strings into a Vec cannot fail.
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Parses the JSON bytes received on `fd`.
+    pub fn from_bytes(bytes: &[u8], fd: i32) -> Result<TaskHandover, Error> {
+        serde_json::from_slice(bytes).map_err(|e| Error::Payload { fd, message: e.to_string() })
+    }
 }
 
 /// One granted unix socket: the names a task's address may resolve to, and the path the
@@ -231,6 +264,7 @@ mod tests {
                 log_fd: 9,
             }),
             mount_ids_fd: Some(10),
+            task_fd: None,
         };
         let back = SupervisorPayload::from_bytes(&p.to_bytes(), 4).unwrap();
         assert_eq!(back, p);

@@ -327,6 +327,7 @@ impl Backend for LinuxBwrap {
             wait_for_tracer: false,
             strace_inside: None,
             mount_ids_fd: (!verified.is_empty()).then_some(MOUNT_IDS_FD),
+            task_fd: None,
         };
 
         let mut payloads = vec![

@@ -45,6 +45,8 @@ pub mod task;
 pub mod trace_log;
 #[cfg(target_os = "linux")]
 pub mod walk;
+#[cfg(target_os = "linux")]
+pub mod warm;
 
 /// Which itemizing strategies a run may use: all of them by default. Turning one off
 /// compares strategies, or works around one that misbehaves on some host; it never changes

@@ -58,6 +58,9 @@ pub struct RunOptions {
     /// A bwrap started before the plan existed, for the first spawn it fits
     /// ([`crate::runtime::prespawn`]).
     pub prespawned: crate::runtime::prespawn::PrespawnSlot,
+    /// A prewarmed run: its task comes after the spawn ([`crate::runtime::warm`]); then
+    /// `stdio` and `timeout` are the hand-over's.
+    pub deferred: crate::runtime::warm::DeferredSlot,
 }
 
 /// The default of [`RunOptions::capture_limit`]: 16 MiB of each piped stream.
@@ -79,6 +82,7 @@ impl RunOptions {
             supervisor_nolibc: None,
             inherit: Vec::new(),
             prespawned: crate::runtime::prespawn::PrespawnSlot::default(),
+            deferred: crate::runtime::warm::DeferredSlot::default(),
         })
     }
 }
@@ -172,14 +176,40 @@ fn run_plan_full(
     observer: Option<&crate::observe_fs::ObserverMount>,
     mut tracer: Option<TracerHook<'_>>,
 ) -> Result<RunOutcome> {
-    let start = Instant::now();
+    let mut start = Instant::now();
     if let Some(dir) = runtime_dir {
         crate::runtime::runtime_dir::record_uses_again(dir, &opts.uses)
             .context("cannot write the task's runtime directory")?;
     }
+    // A prewarmed run: the supervisor gets the task on a socket of its own, later.
+    let deferred = opts.deferred.take();
+    let deferred_plan;
+    let plan = match deferred {
+        Some(_) => {
+            deferred_plan = crate::runtime::warm::deferred_plan(plan.clone())?;
+            &deferred_plan
+        }
+        None => plan,
+    };
+    let mut extra = extra;
+    let mut stdio = opts.stdio;
+    let task_socket = match &deferred {
+        Some(_) => {
+            let (ours, theirs) =
+                crate::fdpass::socket_pair().context("cannot create the task's socket")?;
+            extra.push((theirs, crate::runtime::warm::TASK_FD));
+            stdio = Output {
+                stdin: exec::Stream::Null,
+                stdout: exec::Stream::Null,
+                stderr: exec::Stream::Null,
+            };
+            Some(ours)
+        }
+        None => None,
+    };
     let mut spawned = exec::spawn_with(
         plan,
-        opts.stdio,
+        stdio,
         runtime_dir,
         extra,
         &opts.inherit,
@@ -190,19 +220,41 @@ fn run_plan_full(
     let pidfd = pidfd_open(pid).context("pidfd_open")?;
     opts.control.spawned(pid);
 
+    let mut timeout = opts.timeout;
+    let (mut task_stdout, mut task_stderr) =
+        (spawned.child.stdout.take(), spawned.child.stderr.take());
+    if let (Some(deferred), Some(socket)) = (deferred, task_socket) {
+        match hand_over(plan, &deferred, &socket) {
+            Ok(Some((h_timeout, out, err))) => {
+                timeout = h_timeout;
+                (task_stdout, task_stderr) = (out, err);
+                start = Instant::now();
+            }
+            // Closed unused: the supervisor runs nothing and ends.
+            Ok(None) => {}
+            Err(e) => {
+                pidfd_kill(&pidfd, libc::SIGKILL);
+                // SAFETY: killpg with integers, on our child's own group (see below).
+                unsafe { libc::killpg(pid, libc::SIGKILL) };
+                let _ = wait4(pid);
+                return Err(e);
+            }
+        }
+    }
+
     let (tx, rx) = mpsc::channel::<(bool, Vec<u8>)>();
     let mut readers = 0;
-    if let Some(out) = spawned.child.stdout.take() {
+    if let Some(out) = task_stdout.take() {
         readers += 1;
         capture(out, true, opts.capture_limit, tx.clone());
     }
-    if let Some(err) = spawned.child.stderr.take() {
+    if let Some(err) = task_stderr.take() {
         readers += 1;
         capture(err, false, opts.capture_limit, tx.clone());
     }
     drop(tx);
 
-    let deadline = opts.timeout.map(|t| start + t);
+    let deadline = timeout.map(|t| start + t);
     let mut kill_at: Option<Instant> = None;
     let mut timed_out = false;
     let mut started = spawned.signal_tx.is_none();
@@ -334,6 +386,25 @@ fn run_plan_full(
         started,
         tracer_error,
     })
+}
+
+/// The read end of a task's piped stream.
+type TaskPipe = std::fs::File;
+
+/// Waits for a prewarmed run's task and hands it to the supervisor waiting on `socket`:
+/// the task's timeout and the read ends of its piped streams. `None` when the channel
+/// closed first (the run is torn down unused; the socket closes with it).
+#[allow(clippy::type_complexity)]
+fn hand_over(
+    plan: &SpawnPlan,
+    deferred: &crate::runtime::warm::Deferred,
+    socket: &OwnedFd,
+) -> Result<Option<(Option<Duration>, Option<TaskPipe>, Option<TaskPipe>)>> {
+    let Ok(h) = deferred.handover.recv() else { return Ok(None) };
+    let message = crate::runtime::warm::task_message(plan, &deferred.policy_env, &h)?;
+    let streams = crate::runtime::warm::streams(h.stdio)?;
+    crate::runtime::warm::hand_over(socket, &message, &streams.task)?;
+    Ok(Some((h.timeout, streams.stdout, streams.stderr)))
 }
 
 /// Reads a child pipe to its end, sending each chunk on (true for stdout) until `limit`

@@ -18,10 +18,12 @@ use paddock_policy::{
 use crate::error::Context;
 use crate::runtime::exec::Output;
 use crate::runtime::itemized::Ran;
+use crate::runtime::observe::Mechanism;
 use crate::runtime::prespawn::{PrespawnSlot, Prespawned};
 use crate::runtime::project_walk::Scanned;
 use crate::runtime::runtime_dir::RuntimeDir;
 use crate::runtime::supervise::{Control, Notes, RunOptions, RunOutcome};
+use crate::runtime::warm::{Deferred, DeferredSlot};
 use crate::runtime::{Result, Toggles, bail};
 
 /// A policy resolved for one spawn, with what the caller should be told about it.
@@ -66,6 +68,9 @@ pub struct Request {
     pub notes: Notes,
     /// The egress proxy this run shares with others.
     pub proxy: crate::runtime::host_bridges::SharedProxy,
+    /// A prewarmed run: `command`, `stdio` and `timeout` are placeholders, and the task
+    /// comes on this channel once the sandbox is up ([`crate::runtime::warm`]).
+    pub deferred: Option<crossbeam_channel::Receiver<crate::runtime::warm::Handover>>,
 }
 
 /// A finished task: how it ended and everything the report says.
@@ -106,6 +111,7 @@ pub fn run<E: From<crate::Error>>(
         control,
         notes,
         proxy,
+        deferred,
     } = request;
     // Locked before resolution: a run that may take another's placeholder for the user's
     // file is then alive when that run decides whether to remove it
@@ -130,7 +136,14 @@ pub fn run<E: From<crate::Error>>(
         runtime.make_tmp().context("cannot create the task's tmp directory")?;
     }
     let mode = itemize.unwrap_or(loaded.resolved.report.itemize);
+    let prewarmed = deferred.is_some();
     let (mechanism, itemize_note) = crate::runtime::observe::choose(mode, facts, toggles);
+    if deferred.is_some() && !matches!(mechanism, Mechanism::Observe | Mechanism::Off) {
+        return Err(crate::Error::run(
+            "a prewarmed sandbox itemizes with the observers or not at all; strace follows a task from its start",
+        )
+        .into());
+    }
     let task = task(&command, &loaded.cwd, runtime.path(), mechanism.observes())?;
     let plan =
         crate::LinuxBwrap.plan(&loaded.resolved, &task, facts).map_err(crate::Error::from)?;
@@ -153,9 +166,13 @@ pub fn run<E: From<crate::Error>>(
         notes: notes.clone(),
         uses,
         toggles,
-        supervisor_nolibc: facts.supervisor_nolibc_exe.clone(),
+        // The supervisor without a C library cannot wait for a task.
+        supervisor_nolibc: facts.supervisor_nolibc_exe.clone().filter(|_| deferred.is_none()),
         inherit: bridges.inherited(),
         prespawned: PrespawnSlot::new(prespawned),
+        deferred: DeferredSlot::new(
+            deferred.map(|handover| Deferred { handover, policy_env: loaded.resolved.env.clone() }),
+        ),
     };
     if let Some(note) = itemize_note {
         notes.push(format!("note: {note}"));
@@ -187,7 +204,10 @@ pub fn run<E: From<crate::Error>>(
     violations.extend(refused);
     // What the task created that git or a shell would run: the walk again, through its
     // cache (only the directories that changed are listed).
-    if let Some(scanned) = &loaded.scanned {
+    // A prewarmed sandbox torn down unused ran nothing: what changed meanwhile is another
+    // run's (or the user's) to answer for.
+    let ran_a_task = !prewarmed || outcome.started;
+    if let Some(scanned) = loaded.scanned.as_ref().filter(|_| ran_a_task) {
         let (created, lines) = crate::runtime::project_walk::after_run(scanned);
         violations.extend(created);
         notes.extend(lines);
