@@ -70,7 +70,8 @@ enum Supervisor {
 }
 
 /// A policy for one project, ready to run tasks: `Send + Sync + Clone`, cheap to clone
-/// (clones share everything), and holding nothing that needs cleaning up.
+/// (clones share everything), and holding nothing that needs cleaning up but its prewarmed
+/// sandboxes ([`SandboxBuilder::prewarm`]), torn down with the last clone.
 #[derive(Clone, Debug)]
 pub struct Sandbox {
     pub(crate) inner: Arc<Inner>,
