@@ -30,6 +30,10 @@ pub struct Child {
     thread: Option<std::thread::JoinHandle<Result<Finished, Error>>>,
     /// The outcome once waited for: the report, and the captured output not yet taken.
     done: Option<Result<Output, String>>,
+    /// A prewarmed sandbox's task: the sandbox whose pool gets a new warm one once this
+    /// task has ended (set up then, it does not compete with the task for the CPU).
+    #[cfg(target_os = "linux")]
+    refill: Option<std::sync::Weak<crate::sandbox::Inner>>,
 }
 
 impl Child {
@@ -124,8 +128,19 @@ impl Child {
         control: Control,
         notes: Notes,
         thread: Option<std::thread::JoinHandle<Result<Finished, Error>>>,
+        refill: std::sync::Weak<crate::sandbox::Inner>,
     ) -> Child {
-        Child { pid, control, notes, thread, done: None }
+        Child { pid, control, notes, thread, done: None, refill: Some(refill) }
+    }
+
+    /// Starts the warm sandbox that replaces this task's, once.
+    #[cfg(target_os = "linux")]
+    fn refill(&mut self) {
+        if let Some(weak) = self.refill.take()
+            && let Some(inner) = weak.upgrade()
+        {
+            inner.warm.fill(&weak);
+        }
     }
 
     /// [`Child::finish`], for a run that ended before it had a sandbox.
@@ -142,6 +157,8 @@ impl Child {
             let finished = thread.join().unwrap_or_else(|_| {
                 Err(Error::Command { message: "the task's thread panicked".into() })
             });
+            #[cfg(target_os = "linux")]
+            self.refill();
             match finished {
                 Ok(f) => {
                     let notes = self.notes.take();
@@ -198,6 +215,8 @@ impl Drop for Child {
         if let Some(thread) = self.thread.take() {
             let _ = self.control.kill();
             let _ = thread.join();
+            #[cfg(target_os = "linux")]
+            self.refill();
         }
     }
 }
@@ -330,7 +349,8 @@ pub(crate) fn spawn(
         })
     })?;
     // The first pid, or the end of a run that never spawned (its sender dropped with it).
-    let mut child = Child { pid: 0, control: handle, notes, thread: Some(thread), done: None };
+    let mut child =
+        Child { pid: 0, control: handle, notes, thread: Some(thread), done: None, refill: None };
     match spawned_rx.recv() {
         Ok(pid) => {
             child.pid = u32::try_from(pid).unwrap_or(0);

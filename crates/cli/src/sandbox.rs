@@ -252,7 +252,7 @@ impl SandboxBuilder {
     /// Keeps up to `n` sandboxes of this policy set up ahead (namespaces, mounts, filters,
     /// the observers, the supervisor waiting for its task), so that [`Sandbox::spawn`] only
     /// hands the task over: the warm path for task runners. Each warm sandbox runs one task
-    /// and is replaced at once, in the background; the task's command, environment, working
+    /// and is replaced in the background once that task has ended; the task's command, environment, working
     /// directory, streams and timeout are its own. The warm sandboxes still waiting are torn
     /// down with the last clone of the `Sandbox`. Their walls are the project's as it was
     /// when each was set up; what appears in the project meanwhile is found after the task

@@ -5,8 +5,8 @@
 //! dir, resolution, plan, bwrap, the observers), whose supervisor waits for its task once
 //! everything is mounted and checked (`paddock_linux_bwrap::runtime::warm`). A spawn that
 //! finds one hands it the task (command, environment, working directory, streams, timeout)
-//! and gets the run's `Child`; a new warm sandbox starts in its place at once, on its own
-//! thread. A warm sandbox is used by one task only. When the last clone of the `Sandbox`
+//! and gets the run's `Child`; a new warm sandbox starts in its place, on its own thread,
+//! once that task has ended (set up while the task runs, it would take the CPU from it). A warm sandbox is used by one task only. When the last clone of the `Sandbox`
 //! goes, the warm ones still waiting are told there is no task (their supervisors end
 //! without running anything) and their threads are joined: nothing is left behind.
 //!
@@ -103,7 +103,6 @@ impl Pool {
             }
             drop(w.handover.take());
         };
-        self.fill(inner);
         let stream = |s: crate::Stdio| match s.0 {
             crate::command::StdioKind::Inherit => Stream::Inherit,
             crate::command::StdioKind::Null => Stream::Null,
@@ -134,6 +133,7 @@ impl Pool {
             warm.control.handle(),
             std::mem::take(&mut warm.notes),
             warm.thread.take(),
+            inner.clone(),
         );
         if pid == 0 {
             // The run ended without a sandbox: its outcome (the error) is the task's.
