@@ -82,14 +82,17 @@ impl Scratch {
     }
 
     fn sandbox_sharing(&self, toml: &str, proxy: &SharedProxy) -> Sandbox {
+        self.builder(toml).egress_proxy(proxy).build().unwrap()
+    }
+
+    /// A builder of a sandbox of this project under `toml`, with this home and the built
+    /// supervisor.
+    fn builder(&self, toml: &str) -> paddock::SandboxBuilder {
         Sandbox::builder(&self.project)
             .policy_toml(toml)
             .unwrap()
             .home(&self.home)
-            .egress_proxy(proxy)
             .supervisor(built("paddock-supervisor"))
-            .build()
-            .unwrap()
     }
 
     /// The project's entries, recursively, as relative paths.
@@ -425,14 +428,7 @@ fn output_nobody_reads_is_capped_and_a_dropped_child_takes_its_sandbox() {
     }
     let s = Scratch::new("cap");
     let listing = s.listing();
-    let sandbox = Sandbox::builder(&s.project)
-        .policy_toml("")
-        .unwrap()
-        .home(&s.home)
-        .supervisor(built("paddock-supervisor"))
-        .capture_limit(1000)
-        .build()
-        .unwrap();
+    let sandbox = s.builder("").capture_limit(1000).build().unwrap();
     // 4 MiB on each stream, far past a pipe's buffer: the task must not block on it.
     let out = sandbox
         .spawn(

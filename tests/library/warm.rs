@@ -24,14 +24,7 @@ fn a_prewarmed_sandbox_runs_each_task_as_its_own_and_shows_nothing_of_the_one_be
     let s = Scratch::new("warm");
     std::fs::create_dir_all(s.project.join("sub")).unwrap();
     let listing = s.listing();
-    let sandbox = Sandbox::builder(&s.project)
-        .policy_toml("")
-        .unwrap()
-        .home(&s.home)
-        .supervisor(built("paddock-supervisor"))
-        .prewarm(2)
-        .build()
-        .unwrap();
+    let sandbox = s.builder("").prewarm(2).build().unwrap();
     // Two sandboxes are set up before any task asks: two bwraps, this process's children.
     assert!(awaited(Duration::from_secs(20), || children().len() >= 2), "{:?}", children());
 

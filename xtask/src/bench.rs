@@ -150,19 +150,7 @@ fn interleaved(cmds: &mut [&mut dyn FnMut() -> Command]) -> Result<Vec<Stats>> {
 fn library_rounds(example: &Path, supervisor: &Path, project: &Path) -> Result<(Stats, Stats)> {
     let (mut cold, mut warm) = (Vec::new(), Vec::new());
     for round in 0..RUNS / 4 + 1 {
-        let out = Command::new(example)
-            .arg(project)
-            .arg("2")
-            .arg(supervisor)
-            .output()
-            .context("cannot run the spawn_timing example")?;
-        if !out.status.success() {
-            bail!("spawn_timing failed: {}", String::from_utf8_lossy(&out.stderr));
-        }
-        let micros: Vec<u64> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| l.trim().parse().ok())
-            .collect();
+        let micros = example_micros(example, project, "2", supervisor, &[])?;
         let [first, second] = micros[..] else { bail!("spawn_timing printed {micros:?}") };
         if round > 0 {
             cold.push(Duration::from_micros(first));
@@ -177,23 +165,31 @@ fn library_rounds(example: &Path, supervisor: &Path, project: &Path) -> Result<(
 fn prewarmed_rounds(example: &Path, supervisor: &Path, project: &Path) -> Result<Stats> {
     let mut times = Vec::new();
     for _ in 0..RUNS / 20 + 1 {
-        let out = Command::new(example)
-            .arg(project)
-            .arg("12")
-            .arg(supervisor)
-            .arg("prewarm")
-            .output()
-            .context("cannot run the spawn_timing example")?;
-        if !out.status.success() {
-            bail!("spawn_timing prewarm failed: {}", String::from_utf8_lossy(&out.stderr));
-        }
-        let micros: Vec<u64> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| l.trim().parse().ok())
-            .collect();
+        let micros = example_micros(example, project, "12", supervisor, &["prewarm"])?;
         times.extend(micros.iter().skip(2).map(|m| Duration::from_micros(*m)));
     }
     Ok(Stats::of(times))
+}
+
+/// The microseconds the `spawn_timing` example printed, one per spawn.
+fn example_micros(
+    example: &Path,
+    project: &Path,
+    count: &str,
+    supervisor: &Path,
+    extra: &[&str],
+) -> Result<Vec<u64>> {
+    let out = Command::new(example)
+        .arg(project)
+        .arg(count)
+        .arg(supervisor)
+        .args(extra)
+        .output()
+        .context("cannot run the spawn_timing example")?;
+    if !out.status.success() {
+        bail!("spawn_timing {extra:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| l.trim().parse().ok()).collect())
 }
 
 /// A project with a policy a large repository has: 50 protected names present below the
