@@ -278,7 +278,7 @@ fn run(args: &[OsString]) -> Result<i32, String> {
     }
     // A prewarmed sandbox: everything above is done; the task and its streams come now.
     if let Some(fd) = payload.task_fd {
-        match receive_task(fd)? {
+        match crate::runtime::warm::receive_task(fd)? {
             Some(task) => {
                 payload.program = task.program;
                 payload.args = task.args;
@@ -425,36 +425,6 @@ fn run(args: &[OsString]) -> Result<i32, String> {
     }
     drop(relays);
     Ok(code)
-}
-
-/// The most bytes of one task hand-over (its arguments and environment).
-const MAX_HANDOVER: usize = 1 << 20;
-
-/// Waits on `fd` for the task of a prewarmed sandbox: its [`TaskHandover`] and its three
-/// standard streams, which become this process's (the task inherits them). `None` when the
-/// runner closed the socket instead (the sandbox is torn down unused).
-fn receive_task(fd: i32) -> Result<Option<crate::payload::TaskHandover>, String> {
-    let received = loop {
-        match crate::fdpass::recv_with_fds(fd, MAX_HANDOVER) {
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            other => break other.map_err(|e| format!("receiving the task: {e}"))?,
-        }
-    };
-    // SAFETY: closing the socket this process was given for the hand-over alone.
-    unsafe { libc::close(fd) };
-    let Some((bytes, streams)) = received else { return Ok(None) };
-    if streams.len() != 3 {
-        return Err(format!("the task came with {} streams, not 3", streams.len()));
-    }
-    for (target, stream) in streams.iter().enumerate() {
-        let target = i32::try_from(target).unwrap_or(2);
-        // SAFETY: dup2 onto the standard descriptors from ones we own; checked.
-        if unsafe { libc::dup2(std::os::fd::AsRawFd::as_raw_fd(stream), target) } < 0 {
-            return Err(format!("dup2: {}", std::io::Error::last_os_error()));
-        }
-    }
-    drop(streams);
-    crate::payload::TaskHandover::from_bytes(&bytes, fd).map(Some).map_err(|e| e.to_string())
 }
 
 /// Receives the child's listener, starts serving it and lets the child go on. `Ok(None)`:

@@ -10,7 +10,9 @@
 //! there: the timeout, the capture of piped output and the caller's signals start then. A
 //! run whose channel closes before a hand-over is killed unused.
 //!
-//! A prewarmed sandbox runs one task only; nothing of it is shared with another.
+//! A prewarmed sandbox runs one task only; nothing of it is shared with another. Both ends
+//! of the hand-over are here: the runner's ([`hand_over`]) and the supervisor's
+//! (`receive_task`).
 //!
 //! [`task_fd`]: crate::payload::SupervisorPayload::task_fd
 //! [`run_plan_full`]: crate::runtime::supervise
@@ -181,6 +183,40 @@ pub fn hand_over(sock: &OwnedFd, message: &TaskHandover, streams: &[OwnedFd; 3])
     let fds: Vec<i32> = streams.iter().map(AsRawFd::as_raw_fd).collect();
     crate::fdpass::send_with_fds(sock.as_fd(), &message.to_bytes(), &fds)
         .context("cannot hand the task to its sandbox")
+}
+
+// The supervisor's end.
+
+/// The most bytes of one task hand-over (its arguments and environment).
+const MAX_HANDOVER: usize = 1 << 20;
+
+/// Waits on `fd` for the task of a prewarmed sandbox: its [`TaskHandover`] and its three
+/// standard streams, which become this process's (the task inherits them). `None` when the
+/// runner closed the socket instead (the sandbox is torn down unused).
+pub(crate) fn receive_task(
+    fd: i32,
+) -> std::result::Result<Option<crate::payload::TaskHandover>, String> {
+    let received = loop {
+        match crate::fdpass::recv_with_fds(fd, MAX_HANDOVER) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            other => break other.map_err(|e| format!("receiving the task: {e}"))?,
+        }
+    };
+    // SAFETY: closing the socket this process was given for the hand-over alone.
+    unsafe { libc::close(fd) };
+    let Some((bytes, streams)) = received else { return Ok(None) };
+    if streams.len() != 3 {
+        return Err(format!("the task came with {} streams, not 3", streams.len()));
+    }
+    for (target, stream) in streams.iter().enumerate() {
+        let target = i32::try_from(target).unwrap_or(2);
+        // SAFETY: dup2 onto the standard descriptors from ones we own; checked.
+        if unsafe { libc::dup2(std::os::fd::AsRawFd::as_raw_fd(stream), target) } < 0 {
+            return Err(format!("dup2: {}", std::io::Error::last_os_error()));
+        }
+    }
+    drop(streams);
+    crate::payload::TaskHandover::from_bytes(&bytes, fd).map(Some).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
