@@ -219,52 +219,69 @@ pub fn self_mountable(
     grants: &[AbsPathBuf],
     masks: &[(AbsPathBuf, AbsPathBuf)],
 ) -> Vec<usize> {
+    use std::collections::{HashMap, HashSet};
+    use std::path::Path;
+    // A deny glob's hits make thousands of ops (POL-06): every look-up below is by the
+    // path's ancestors, a handful each, never a scan of the other ops.
+    let grants: HashSet<&AbsPathBuf> = grants.iter().collect();
+    let masks: HashMap<&AbsPathBuf, &AbsPathBuf> = masks.iter().map(|(s, d)| (d, s)).collect();
+    let candidate = |op: &BwrapOp| -> Option<AbsPathBuf> {
+        let path = same_path(op).or_else(|| match op {
+            BwrapOp::RoBind { src, dest } if masks.get(dest) == Some(&src) => Some(dest),
+            _ => None,
+        })?;
+        (!grants.contains(path)).then(|| path.clone())
+    };
+    // Whether a later mount of something else covers each op's path (at it or above it).
+    let mut covered_later = vec![false; ops.len()];
+    let mut later: HashSet<&Path> = HashSet::new();
+    for (i, op) in ops.iter().enumerate().rev() {
+        if let Some(path) = candidate(op) {
+            covered_later[i] = path.as_path().ancestors().any(|a| later.contains(a));
+        }
+        if !matches!(op, BwrapOp::RemountRo { .. })
+            && same_path(op).is_none()
+            && let Some(dest) = op.dest()
+        {
+            later.insert(dest.as_path());
+        }
+    }
+    // The latest op kept for bwrap at each path so far: the nearest one at or above a path
+    // decides whether it is carried (a bind of a path onto itself, above it).
+    let mut kept: HashMap<&Path, usize> = HashMap::new();
     let mut out: Vec<usize> = Vec::new();
     for (i, op) in ops.iter().enumerate() {
-        let Some(path) = same_path(op).or_else(|| masked(op, masks)) else { continue };
-        if grants.contains(path) {
-            continue;
-        }
-        // The nearest earlier op at or above `path` that is not itself taken decides.
-        let carried = ops[..i].iter().enumerate().rev().find_map(|(j, earlier)| {
-            let dest = earlier.dest()?;
-            if matches!(earlier, BwrapOp::RemountRo { .. }) || !path.starts_with(dest) {
-                return None;
-            }
-            if out.contains(&j) {
-                // Taken too: mounted before this one in the same namespace; look above it.
-                return None;
-            }
-            Some(matches!(earlier, BwrapOp::Bind { src, dest } if src == dest && dest != path))
+        let taken = candidate(op).is_some_and(|path| {
+            let nearest = path
+                .as_path()
+                .ancestors()
+                .filter_map(|a| kept.get(a).map(|j| (*j, a)))
+                .max_by_key(|(j, _)| *j);
+            let carried = nearest.is_some_and(|(j, at)| {
+                at != path.as_path()
+                    && matches!(&ops[j], BwrapOp::Bind { src, dest } if src == dest)
+            });
+            carried && !covered_later[i]
         });
-        let covered_later = ops[i + 1..].iter().any(|later| {
-            !matches!(later, BwrapOp::RemountRo { .. })
-                && same_path(later).is_none()
-                && later.dest().is_some_and(|d| path.starts_with(d))
-        });
-        if carried == Some(true) && !covered_later {
+        if taken {
             out.push(i);
+        } else if !matches!(op, BwrapOp::RemountRo { .. })
+            && let Some(dest) = op.dest()
+        {
+            kept.insert(dest.as_path(), i);
         }
     }
     out
 }
 
-/// The hidden file a mask's bind covers, when `masks` lists the bind.
-fn masked<'a>(op: &'a BwrapOp, masks: &[(AbsPathBuf, AbsPathBuf)]) -> Option<&'a AbsPathBuf> {
-    match op {
-        BwrapOp::RoBind { src, dest } if masks.iter().any(|(s, d)| s == src && d == dest) => {
-            Some(dest)
-        }
-        _ => None,
-    }
-}
-
-/// Takes the ops at `indices` (from [`self_mountable`]) out of `ops`, as self mounts.
+/// Takes the ops at `indices` (from [`self_mountable`], ascending) out of `ops`, as self
+/// mounts.
 pub fn take_self_mounts(ops: &mut Vec<BwrapOp>, indices: &[usize]) -> Vec<SelfMount> {
     let mut taken = Vec::new();
+    let mut next = indices.iter().peekable();
     let mut i = 0;
     ops.retain(|op| {
-        let take = indices.contains(&i);
+        let take = next.next_if_eq(&&i).is_some();
         i += 1;
         if take && let BwrapOp::Bind { src, dest } | BwrapOp::RoBind { src, dest } = op {
             taken.push(SelfMount {

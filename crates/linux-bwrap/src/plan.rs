@@ -255,16 +255,20 @@ impl Backend for LinuxBwrap {
         // The masks of hidden regular files too: the masked file, or the observer's file
         // for each (served by the runner's observer thread from the moment the child has
         // mounted the observer, before it makes these).
+        let served: std::collections::HashMap<&AbsPathBuf, usize> = observer
+            .as_ref()
+            .map(|o| o.files.iter().enumerate().map(|(i, f)| (f, i)).collect())
+            .unwrap_or_default();
         let masks: Vec<(AbsPathBuf, AbsPathBuf)> = policy
             .read_deny
             .iter()
             .filter(|a| a.kind == Some(FileKind::File))
             .map(|a| {
-                let served = observer.as_ref().and_then(|o| {
-                    let i = o.files.iter().position(|f| *f == a.path)?;
-                    Some(o.mount_dir.join(format!("f{i}")))
-                });
-                (served.unwrap_or_else(|| inputs.masked_file.clone()), a.path.clone())
+                let source = match (served.get(&a.path), &observer) {
+                    (Some(i), Some(o)) => o.mount_dir.join(format!("f{i}")),
+                    _ => inputs.masked_file.clone(),
+                };
+                (source, a.path.clone())
             })
             .collect();
         let grants: Vec<AbsPathBuf> = policy.write.iter().map(|g| g.path.clone()).collect();

@@ -731,3 +731,23 @@ fn an_old_bwrap_refuses_a_visible_socket_grant_with_the_upgrade() {
     assert!(LinuxBwrap.plan(&grant("/tmp/agent.sock"), &task(), &old).is_ok());
     assert!(LinuxBwrap.plan(&grant("/run/user/1000/agent.sock"), &task(), &facts()).is_ok());
 }
+
+/// A plan of bwrap with these payloads and nothing else: the fixture of tests that rewrite
+/// or read a plan's payloads.
+pub(crate) fn bare_plan(payloads: Vec<paddock_policy::Payload>) -> paddock_policy::SpawnPlan {
+    paddock_policy::SpawnPlan {
+        backend: crate::BACKEND_NAME,
+        program: abs("/usr/bin/bwrap"),
+        argv: Vec::new(),
+        env: Vec::new(),
+        cwd: AbsPathBuf::root(),
+        payloads,
+        signal_fd: None,
+        bridges: Vec::new(),
+        placeholders: Vec::new(),
+        diagnostics: Vec::new(),
+        observer: None,
+        link_mounts: Vec::new(),
+        self_mounts: Vec::new(),
+    }
+}

@@ -206,22 +206,12 @@ mod tests {
 
     fn plan() -> SpawnPlan {
         SpawnPlan {
-            backend: "linux-bwrap",
-            program: AbsPathBuf::new_lexical("/usr/bin/bwrap").unwrap(),
             argv: vec!["bwrap".into(), "--args".into(), "3".into()],
-            env: Vec::new(),
-            cwd: AbsPathBuf::root(),
-            payloads: vec![
+            signal_fd: Some(6),
+            ..crate::tests::bare_plan(vec![
                 Payload { name: "a".into(), fd: 3, bytes: vec![] },
                 Payload { name: "b".into(), fd: 9, bytes: vec![] },
-            ],
-            signal_fd: Some(6),
-            bridges: Vec::new(),
-            placeholders: Vec::new(),
-            diagnostics: Vec::new(),
-            observer: None,
-            link_mounts: Vec::new(),
-            self_mounts: Vec::new(),
+            ])
         }
     }
 

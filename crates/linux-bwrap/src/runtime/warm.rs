@@ -232,25 +232,11 @@ mod tests {
             cwd: Bytes("/p".into()),
             ..Default::default()
         };
-        SpawnPlan {
-            backend: crate::BACKEND_NAME,
-            program: AbsPathBuf::new_lexical("/usr/bin/bwrap").unwrap(),
-            argv: Vec::new(),
-            env: Vec::new(),
-            cwd: AbsPathBuf::root(),
-            payloads: vec![Payload {
-                name: "supervisor".into(),
-                fd: crate::SUPERVISOR_FD,
-                bytes: payload.to_bytes(),
-            }],
-            signal_fd: None,
-            bridges: Vec::new(),
-            placeholders: Vec::new(),
-            diagnostics: Vec::new(),
-            observer: None,
-            link_mounts: Vec::new(),
-            self_mounts: Vec::new(),
-        }
+        crate::tests::bare_plan(vec![Payload {
+            name: "supervisor".into(),
+            fd: crate::SUPERVISOR_FD,
+            bytes: payload.to_bytes(),
+        }])
     }
 
     fn os(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
