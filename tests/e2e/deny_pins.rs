@@ -166,9 +166,10 @@ fn a_large_policy_holds_every_wall_whoever_mounts_it() {
     if !require_os_sandbox() {
         return;
     }
-    // Enough protected paths, pins and hidden files that the runner's child mounts them
-    // before bwrap (24 or more; `paddock plan --json` lists them as `self-mounts`), in this
-    // pass's itemize mode and untraced.
+    // Enough protected paths, pins and hidden files that bwrap does not mount them: the
+    // runner's child before bwrap (`paddock plan --json` lists them as `self-mounts`), or the
+    // supervisor after it (as `inner-mounts` of its payload), in this pass's itemize mode and
+    // untraced.
     let sc = Scratch::new("bigwalls");
     let p = |rel: &str| sc.project.join(rel);
     let mut deny = Vec::new();
@@ -207,14 +208,25 @@ fn a_large_policy_holds_every_wall_whoever_mounts_it() {
         assert_eq!(std::fs::read_to_string(p("pkg0/.vscode/settings.json")).unwrap(), "{}");
         std::fs::remove_file(p("conf3/ok.txt")).unwrap();
     }
-    // The plan of this policy has the runner's child make them (on a host whose probe found
-    // the private namespace working: the observers' too).
+    // The untraced plan of this policy has the supervisor make them where there are user
+    // namespaces (bwrap keeps two capabilities for it), else the runner's child (on a host
+    // whose probe found the private namespace working: the observers' too); never bwrap.
     let out =
         sc.paddock().args(["plan", "--json", "--itemize", "off", "--", "true"]).output().unwrap();
     let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let mounts = plan["plan"]["self-mounts"].as_array().cloned().unwrap_or_default();
-    if itemizer() == "observe" || !mounts.is_empty() {
-        let masked = mounts.iter().filter(|m| m["source"].is_string()).count();
-        assert_eq!(masked, 30, "each hidden file's mask: {mounts:?}");
+    let outer = plan["plan"]["self-mounts"].as_array().cloned().unwrap_or_default();
+    let supervisor = plan["plan"]["payloads"]
+        .as_array()
+        .and_then(|p| p.iter().find(|p| p["name"] == "supervisor"))
+        .and_then(|p| p["bytes"].as_str())
+        .map(|text| serde_json::from_str::<Value>(text).unwrap())
+        .unwrap_or_default();
+    let inner = supervisor["inner-mounts"].as_array().cloned().unwrap_or_default();
+    if itemizer() == "observe" || !outer.is_empty() || !inner.is_empty() {
+        let masked = outer.iter().filter(|m| m["source"].is_string()).count()
+            + inner.iter().filter(|m| m["mask"] == true).count();
+        assert_eq!(masked, 30, "each hidden file's mask: {outer:?} {inner:?}");
+        let args = plan["plan"]["payloads"][0]["bytes"].as_str().unwrap_or_default();
+        assert!(!args.contains("secret.env"), "bwrap mounts a hidden file: {args}");
     }
 }

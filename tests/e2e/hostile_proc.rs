@@ -134,19 +134,27 @@ fn no_new_privileges_and_no_capabilities_prc06() {
         return;
     }
     let s = Scratch::new("prc06");
-    let (o, _) = s.probe(&[], &["file:/proc/self/status", "file:/proc/self/mountinfo"]);
+    let (o, _) = s.probe(
+        &[],
+        &["file:/proc/self/status", "file:/proc/self/mountinfo", "file:/proc/1/status"],
+    );
     let status = assert_allowed(&o, "file", "/proc/self/status");
-    let field = |name: &str| {
+    let field = |status: &str, name: &str| {
         status
             .lines()
             .find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_owned()))
             .unwrap_or_else(|| panic!("no {name} in {status}"))
     };
-    assert_eq!(field("NoNewPrivs:"), "1");
-    assert_eq!(field("Seccomp:"), "2", "the task runs without its filter");
-    assert_eq!(field("CapEff:"), "0000000000000000");
-    assert_eq!(field("CapPrm:"), "0000000000000000");
-    assert_eq!(field("CapBnd:"), "0000000000000000");
+    assert_eq!(field(&status, "NoNewPrivs:"), "1");
+    assert_eq!(field(&status, "Seccomp:"), "2", "the task runs without its filter");
+    // The supervisor (pid 1) too: where it makes the protected paths' mounts itself, bwrap
+    // leaves it two capabilities, which it drops before the task starts.
+    let supervisor = assert_allowed(&o, "file", "/proc/1/status");
+    for (who, status) in [("the task", &status), ("the supervisor", &supervisor)] {
+        for set in ["CapEff:", "CapPrm:", "CapBnd:", "CapAmb:", "CapInh:"] {
+            assert_eq!(field(status, set), "0000000000000000", "{who}'s {set} in {status}");
+        }
+    }
     let mounts = assert_allowed(&o, "file", "/proc/self/mountinfo");
     for line in mounts.lines() {
         let fields: Vec<&str> = line.split(' ').collect();

@@ -90,6 +90,6 @@ pub fn run_hidden_subcommand(args: &[std::ffi::OsString]) -> Option<i32> {
     }
 }
 pub use plan::{
-    ARGS_FD, BACKEND_NAME, INBOUND_FD, LinuxBwrap, MASKED_FILE, RECORD_FD, SECCOMP_FD, SIGNAL_FD,
-    SUPERVISE_SUBCOMMAND, SUPERVISOR_FD, SUPERVISOR_PATH, bwrap_argv,
+    ARGS_FD, BACKEND_NAME, INBOUND_FD, INNER_MASK_PATH, LinuxBwrap, MASKED_FILE, RECORD_FD,
+    SECCOMP_FD, SIGNAL_FD, SUPERVISE_SUBCOMMAND, SUPERVISOR_FD, SUPERVISOR_PATH, bwrap_argv,
 };

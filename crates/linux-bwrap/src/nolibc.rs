@@ -14,11 +14,13 @@
 //! NUL-terminated fields, in this order, each a byte string that cannot hold a NUL:
 //!
 //! ```text
-//! paddock-exec-payload  VERSION  CWD  SECCOMP_FD  SIGNAL_FD|-  MOUNT_IDS_FD|-  PROGRAM
-//! ARGC  ARG...  ENVC  KEY=VALUE...
+//! paddock-exec-payload  VERSION  CWD  SECCOMP_FD  SIGNAL_FD|-  MOUNT_IDS_FD|-
+//! INNERC  (r|w)PATH...  PROGRAM  ARGC  ARG...  ENVC  KEY=VALUE...
 //! ```
 //!
-//! Numbers are decimal. Nothing follows the last variable. The supervisor reads it without
+//! Each inner mount ([`SupervisorPayload::inner_mounts`]) is its path after one byte: `r`
+//! read-only, `w` as it is, `m` masked with the file at [`crate::INNER_MASK_PATH`]. Numbers
+//! are decimal. Nothing follows the last variable. The supervisor reads it without
 //! copying: the fields are the strings `execve` takes.
 
 use paddock_policy::{AbsPathBuf, SpawnPlan};
@@ -64,6 +66,15 @@ pub fn encode(p: &SupervisorPayload) -> Option<Vec<u8>> {
             Some(fd) => field(number(usize::try_from(fd).ok()?).as_bytes())?,
             None => field(b"-")?,
         }
+    }
+    field(number(p.inner_mounts.len()).as_bytes())?;
+    for m in &p.inner_mounts {
+        let kind: &[u8] = match (m.mask, m.read_only) {
+            (true, _) => b"m",
+            (false, true) => b"r",
+            (false, false) => b"w",
+        };
+        field(&[kind, m.path.0.as_encoded_bytes()].concat())?;
     }
     field(p.program.0.as_encoded_bytes())?;
     field(number(p.args.len()).as_bytes())?;
@@ -151,11 +162,30 @@ mod tests {
     fn a_plain_payload_is_its_fields_each_ended_by_a_nul() {
         let bytes = encode(&plain()).unwrap();
         expect_test::expect![[r#"
-            "paddock-exec-payload\01.2.3\0/work/p\05\06\0-\0sh\03\0sh\0-c\0echo é\01\0PATH=/usr/bin:/bin\0"
+            "paddock-exec-payload\01.2.3\0/work/p\05\06\0-\00\0sh\03\0sh\0-c\0echo é\01\0PATH=/usr/bin:/bin\0"
         "#]]
         .assert_debug_eq(&String::from_utf8(bytes).unwrap());
+        let inner = vec![
+            crate::payload::InnerMount {
+                path: Bytes("/work/p/.git".into()),
+                read_only: false,
+                mask: false,
+            },
+            crate::payload::InnerMount {
+                path: Bytes("/work/p/.bashrc".into()),
+                read_only: true,
+                mask: true,
+            },
+        ];
+        let with_inner = encode(&SupervisorPayload { inner_mounts: inner, ..plain() }).unwrap();
+        assert!(
+            String::from_utf8(with_inner)
+                .unwrap()
+                .contains(concat!("\0-\0", "2\0w/work/p/.git\0m/work/p/.bashrc\0sh\0")),
+            "each inner mount after the count, its kind byte first"
+        );
         let no_channel = encode(&SupervisorPayload { signal_fd: None, ..plain() }).unwrap();
-        assert!(String::from_utf8(no_channel).unwrap().contains("\0-\0sh\0"));
+        assert!(String::from_utf8(no_channel).unwrap().contains(concat!("\0-\0-\0", "0\0sh\0")));
     }
 
     #[test]

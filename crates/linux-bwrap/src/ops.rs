@@ -75,6 +75,11 @@ pub enum BwrapOp {
     /// capability bounding set whole, and the supervisor needs this one capability to empty
     /// it before the task starts (`launch::drop_capabilities`).
     CapAddSetpcap,
+    /// `--cap-add CAP_SYS_ADMIN`, with [`BwrapOp::CapAddSetpcap`], when the supervisor makes
+    /// the plan's inner mounts (see [`inner_mountable`]): it mounts in a namespace of its own
+    /// first, then empties every capability set (bounding set included) before anything else
+    /// runs, and fails closed when it cannot.
+    CapAddSysAdmin,
     /// `--ro-bind SRC DEST`.
     RoBind {
         /// Host path.
@@ -138,6 +143,7 @@ impl BwrapOp {
             BwrapOp::NewSession => out.push(s("--new-session")),
             BwrapOp::CapDropAll => out.extend([s("--cap-drop"), s("ALL")]),
             BwrapOp::CapAddSetpcap => out.extend([s("--cap-add"), s("CAP_SETPCAP")]),
+            BwrapOp::CapAddSysAdmin => out.extend([s("--cap-add"), s("CAP_SYS_ADMIN")]),
             BwrapOp::RoBind { src, dest } => out.extend([s("--ro-bind"), p(src), p(dest)]),
             BwrapOp::RoBindTry { src, dest } => {
                 out.extend([s("--ro-bind-try"), p(src), p(dest)]);
@@ -271,6 +277,49 @@ pub fn self_mountable(
             kept.insert(dest.as_path(), i);
         }
     }
+    out
+}
+
+/// The binds of `ops` that the supervisor can make inside the sandbox once bwrap is done
+/// ([`crate::payload::SupervisorPayload::inner_mounts`]): those of [`self_mountable`] (with
+/// `masks`, each the masked file and a hidden file: bwrap binds that file where the
+/// supervisor finds it) but any with a mount bwrap keeps strictly below it later in `ops`,
+/// or a `--remount-ro` of its very path. Made after all of bwrap's, such a bind would carry
+/// that mount into its own and make it read-only, or escape the remount; every other one
+/// ends as bwrap would have left it, since nothing after it mounts at or above its path.
+/// Index of each op, ascending.
+pub fn inner_mountable(
+    ops: &[BwrapOp],
+    grants: &[AbsPathBuf],
+    masks: &[(AbsPathBuf, AbsPathBuf)],
+) -> Vec<usize> {
+    use std::collections::HashSet;
+    use std::path::Path;
+    let candidates = self_mountable(ops, grants, masks);
+    let taken: HashSet<usize> = candidates.iter().copied().collect();
+    // Whether a later op bwrap keeps mounts strictly below each candidate, and whether a
+    // later `--remount-ro` is at its very path (made before it, a writable bind would
+    // escape it; one above it does not reach it: bwrap's remount is not recursive).
+    let mut below_later: HashSet<&Path> = HashSet::new();
+    let mut remounted_later: HashSet<&Path> = HashSet::new();
+    let mut out = Vec::new();
+    for (i, op) in ops.iter().enumerate().rev() {
+        let Some(dest) = op.dest() else { continue };
+        if taken.contains(&i) {
+            let path = dest.as_path();
+            if !below_later.contains(path) && !remounted_later.contains(path) {
+                out.push(i);
+            } else {
+                // bwrap keeps this one.
+                below_later.extend(path.ancestors().skip(1));
+            }
+        } else if matches!(op, BwrapOp::RemountRo { .. }) {
+            remounted_later.insert(dest.as_path());
+        } else {
+            below_later.extend(dest.as_path().ancestors().skip(1));
+        }
+    }
+    out.reverse();
     out
 }
 

@@ -127,12 +127,36 @@ pub struct SupervisorPayload {
     /// to start it on a difference (see [`crate::mount_ids`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mount_ids_fd: Option<i32>,
+    /// Paths the supervisor binds onto themselves once bwrap is done, in this order, in a
+    /// mount namespace of its own (bwrap holds `CAP_SYS_ADMIN` and `CAP_SETPCAP` for it, and
+    /// the supervisor empties every capability set right after): three system calls each,
+    /// where bwrap reads and parses the whole mount table for every bind. See
+    /// [`crate::ops::inner_mountable`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inner_mounts: Vec<InnerMount>,
     /// A prewarmed sandbox: the task is not known yet. Once everything is mounted and
     /// checked, the supervisor waits on this socket for one [`TaskHandover`] and the task's
     /// stdin, stdout and stderr (`SCM_RIGHTS`), which replace the payload's program,
     /// arguments, environment and working directory, and its own standard streams.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_fd: Option<i32>,
+}
+
+/// A path the supervisor binds onto itself ([`SupervisorPayload::inner_mounts`]): `nosuid`,
+/// `nodev`, with everything mounted below it, and read-only unless it is a pinned directory;
+/// or a hidden file it masks with the empty masked file (bwrap binds that at
+/// [`crate::INNER_MASK_PATH`], where it stays: the same empty mode-0000 file every hidden
+/// path shows).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub struct InnerMount {
+    /// The path, the same in the sandbox and on the host.
+    pub path: Bytes,
+    /// Read-only (a protected path, a mask), or as it is (a pinned directory).
+    pub read_only: bool,
+    /// The masked file over a hidden file, not the path onto itself (read-only, alone).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mask: bool,
 }
 
 /// The task of a prewarmed sandbox ([`SupervisorPayload::task_fd`]), as the runner hands it
@@ -264,6 +288,10 @@ mod tests {
                 log_fd: 9,
             }),
             mount_ids_fd: Some(10),
+            inner_mounts: vec![
+                InnerMount { path: Bytes("/p/.git".into()), read_only: false, mask: false },
+                InnerMount { path: Bytes("/p/conf/key.pem".into()), read_only: true, mask: true },
+            ],
             task_fd: None,
         };
         let back = SupervisorPayload::from_bytes(&p.to_bytes(), 4).unwrap();

@@ -26,7 +26,7 @@ use paddock_policy::{
 
 use crate::mount_ids::MOUNT_IDS_FD;
 use crate::ops::{self, BwrapOp, MountInputs, ProcMode};
-use crate::payload::{Bytes, SupervisorPayload, UnixSocketGrant};
+use crate::payload::{Bytes, InnerMount, SupervisorPayload, UnixSocketGrant};
 use crate::seccomp;
 
 /// The backend's name.
@@ -50,6 +50,10 @@ pub const MASKED_FILE: &str = "masked";
 pub(crate) const OBSERVER_DIR: &str = "observe";
 /// Where the supervisor binary is bound inside the sandbox.
 pub const SUPERVISOR_PATH: &str = "/dev/.paddock-supervisor";
+/// Where bwrap binds the empty masked file for the supervisor's inner masks
+/// ([`crate::payload::InnerMount::mask`]). It stays there (copied into the supervisor's
+/// namespace, the bind is locked): the same empty mode-0000 file every hidden path shows.
+pub const INNER_MASK_PATH: &str = "/dev/.paddock-masked";
 /// The hidden subcommand that runs the supervisor.
 pub const SUPERVISE_SUBCOMMAND: &str = "__supervise";
 /// How many binds of paths onto themselves the runner's child makes itself
@@ -273,10 +277,40 @@ impl Backend for LinuxBwrap {
             .collect();
         let grants: Vec<AbsPathBuf> = policy.write.iter().map(|g| g.path.clone()).collect();
         let mountable = ops::self_mountable(&all, &grants, &masks);
-        let self_mounts = if task.observe
-            || !link_mounts.is_empty()
-            || (facts.observe && mountable.len() >= SELF_MOUNTS_WORTH_A_NAMESPACE)
-        {
+        // Else, in a user namespace, the supervisor makes them once bwrap is done: the spawn
+        // stays the plain one (a bwrap started before the plan, no namespace of the
+        // runner's), and the binds cost three system calls each all the same.
+        let mut inner_mounts = Vec::new();
+        let self_mounts = if task.observe || !link_mounts.is_empty() {
+            ops::take_self_mounts(&mut all, &mountable)
+        } else if facts.user_namespaces {
+            let inner = ops::inner_mountable(&all, &grants, &masks);
+            inner_mounts = ops::take_self_mounts(&mut all, &inner)
+                .into_iter()
+                .map(|m| InnerMount {
+                    path: Bytes(m.path.as_os_str().to_os_string()),
+                    read_only: m.read_only,
+                    mask: m.source.is_some(),
+                })
+                .collect();
+            if !inner_mounts.is_empty() {
+                let at = all.iter().position(|op| *op == BwrapOp::CapDropAll).map_or(0, |i| i + 1);
+                all.splice(at..at, [BwrapOp::CapAddSysAdmin, BwrapOp::CapAddSetpcap]);
+            }
+            if inner_mounts.iter().any(|m| m.mask) {
+                // Where the supervisor finds the masked file (`/tmp` is the task's own);
+                // before the supervisor's bind, which stays last.
+                let at = all.len().saturating_sub(1);
+                all.insert(
+                    at,
+                    BwrapOp::RoBind {
+                        src: inputs.masked_file.clone(),
+                        dest: ops::abs(INNER_MASK_PATH),
+                    },
+                );
+            }
+            Vec::new()
+        } else if facts.observe && mountable.len() >= SELF_MOUNTS_WORTH_A_NAMESPACE {
             ops::take_self_mounts(&mut all, &mountable)
         } else {
             Vec::new()
@@ -331,6 +365,7 @@ impl Backend for LinuxBwrap {
             wait_for_tracer: false,
             strace_inside: None,
             mount_ids_fd: (!verified.is_empty()).then_some(MOUNT_IDS_FD),
+            inner_mounts,
             task_fd: None,
         };
 

@@ -167,6 +167,63 @@ impl SelfMounts {
         self.mounts.is_empty()
     }
 
+    /// The supervisor's inner mounts
+    /// ([`crate::payload::SupervisorPayload::inner_mounts`]), prepared.
+    pub fn inner(mounts: &[crate::payload::InnerMount]) -> Result<SelfMounts, String> {
+        let mut out = Vec::with_capacity(mounts.len());
+        for m in mounts {
+            let path = CString::new(m.path.0.as_bytes())
+                .map_err(|_| format!("the inner mount {:?} holds a NUL byte", m.path.0))?;
+            let (kind, source) = match (m.mask, m.read_only) {
+                (true, _) => (Kind::Mask, Some(inner_mask_path())),
+                (false, true) => (Kind::ReadOnly, None),
+                (false, false) => (Kind::Writable, None),
+            };
+            out.push((path, kind, source));
+        }
+        Ok(SelfMounts { mounts: out })
+    }
+
+    /// In the supervisor, inside the sandbox, before anything else: a mount namespace of its
+    /// own (bwrap's `--disable-userns` leaves it in a user namespace that does not own
+    /// bwrap's; in its own, the mounts it copied are locked), private, then each mount as
+    /// [`SelfMounts::mount`] makes it. The first failure is returned naming its path; the
+    /// caller then runs nothing.
+    pub fn mount_inside(&self) -> Result<(), String> {
+        // SAFETY: unshare has no memory arguments; the supervisor is single-threaded here.
+        check(unsafe { libc::unshare(libc::CLONE_NEWNS) })
+            .map_err(|e| format!("cannot make a mount namespace for the inner mounts: {e}"))?;
+        // SAFETY: a NUL-terminated target; null source, type and data are allowed for a
+        // propagation change.
+        check(unsafe {
+            libc::mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            )
+        })
+        .map_err(|e| format!("cannot make the inner mount namespace private: {e}"))?;
+        for (path, kind, source) in &self.mounts {
+            let source = source.as_ref().unwrap_or(path);
+            let mounted = match mount_tree(source, path, *kind) {
+                Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
+                    bind_with_mount(source, path, *kind)
+                }
+                other => other,
+            };
+            mounted.map_err(|e| {
+                format!(
+                    "cannot mount {} onto {}: {e}",
+                    source.to_string_lossy(),
+                    path.to_string_lossy()
+                )
+            })?;
+        }
+        Ok(())
+    }
+
     /// In the forked child, inside the private namespace: mounts each path onto itself,
     /// `nosuid` and `nodev`, read-only but for pinned directories. A link that is no longer
     /// a link (the host changed it since the plan) is mounted the same way: read-only is
@@ -191,6 +248,12 @@ impl SelfMounts {
         }
         Ok(())
     }
+}
+
+/// [`crate::INNER_MASK_PATH`] as a C string.
+fn inner_mask_path() -> CString {
+    // A constant without a NUL byte: never the empty default.
+    CString::new(crate::INNER_MASK_PATH).unwrap_or_default()
 }
 
 /// `<linux/mount.h>`: apply to the whole tree (`open_tree`, `mount_setattr`).

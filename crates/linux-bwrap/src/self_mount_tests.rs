@@ -1,9 +1,10 @@
 //! Which binds the runner's child makes before bwrap (`ops::self_mountable`): only those the
-//! grant's recursive bind carries into the sandbox.
+//! grant's recursive bind carries into the sandbox; and which of those the supervisor makes
+//! once bwrap is done (`ops::inner_mountable`).
 
 use paddock_policy::{AbsPathBuf, SelfMount};
 
-use crate::ops::{BwrapOp, self_mountable, take_self_mounts};
+use crate::ops::{BwrapOp, inner_mountable, self_mountable, take_self_mounts};
 
 fn abs(p: &str) -> AbsPathBuf {
     AbsPathBuf::new_lexical(p).unwrap()
@@ -108,4 +109,39 @@ fn the_masked_file_over_a_listed_hidden_file_is_taken_and_nothing_else_from_else
     // A mask not listed stays bwrap's.
     let ops = vec![ro("/"), bind("/p"), mask("/p/conf/secret.env")];
     assert!(self_mountable(&ops, &[], &[]).is_empty());
+}
+
+#[test]
+fn the_supervisor_takes_what_ends_as_bwrap_would_leave_it_made_after_all_of_bwraps_mounts() {
+    let ops = vec![
+        ro("/"),
+        BwrapOp::Tmpfs { dest: abs("/home/u") },
+        bind("/home/u/p"),
+        // Taken: a pin and the protected paths below it, in order.
+        bind("/home/u/p/.git"),
+        ro("/home/u/p/.git/config"),
+        ro("/home/u/p/.bashrc"),
+        // A protected directory with a write grant inside it: made last, the supervisor's
+        // read-only tree would take the grant with it. bwrap keeps it.
+        ro("/home/u/p/.vscode"),
+        bind("/home/u/p/.vscode/cache"),
+        // A pin with a mask bwrap makes below it later: bwrap keeps the pin.
+        bind("/home/u/p/conf"),
+        // A pin remounted read-only at its very path later: made after it, the pin would
+        // escape the remount. bwrap keeps it.
+        bind("/home/u/p/ro"),
+        BwrapOp::RoBind { src: abs("/run/masked"), dest: abs("/home/u/p/conf/key.pem") },
+        BwrapOp::RemountRo { dest: abs("/home/u/p/ro") },
+        // A remount of an ancestor reaches no other mount: bwrap's is not recursive.
+        BwrapOp::RemountRo { dest: abs("/home/u") },
+    ];
+    let grants = [abs("/home/u/p"), abs("/home/u/p/.vscode/cache")];
+    let taken: Vec<String> = inner_mountable(&ops, &grants, &[])
+        .into_iter()
+        .map(|i| ops[i].dest().unwrap().to_string())
+        .collect();
+    assert_eq!(taken, ["/home/u/p/.git", "/home/u/p/.git/config", "/home/u/p/.bashrc"]);
+    // Each is one the runner's child could take as well: the same rules of carrying.
+    let outer = self_mountable(&ops, &grants, &[]);
+    assert!(outer.len() > taken.len(), "{outer:?}");
 }

@@ -271,6 +271,14 @@ fn run(args: &[OsString]) -> Result<i32, String> {
     let mut payload = SupervisorPayload::from_bytes(&read_fd(payload_fd)?, payload_fd)
         .map_err(|e| e.to_string())?;
     same_version(&payload.version)?;
+    // The binds bwrap left to the supervisor, then every capability dropped (bwrap kept two
+    // for them), before any path is checked, any thread starts or anything runs.
+    if !payload.inner_mounts.is_empty() {
+        crate::private_ns::SelfMounts::inner(&payload.inner_mounts)?.mount_inside()?;
+        if !crate::launch::drop_capabilities() {
+            return Err("cannot drop the capabilities of the inner mounts".to_owned());
+        }
+    }
     // Everything is mounted: each bound path must still be what the runner recorded
     // (SYM-03), or the task does not run.
     if let Some(fd) = payload.mount_ids_fd {

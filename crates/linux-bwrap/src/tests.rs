@@ -132,6 +132,16 @@ fn args_text(plan: &paddock_policy::SpawnPlan) -> String {
             m.path
         ));
     }
+    // What the supervisor mounts once bwrap is done, in its order.
+    let sup = plan.payloads.iter().find(|p| p.name == "supervisor").unwrap();
+    let sup = crate::payload::SupervisorPayload::from_bytes(&sup.bytes, sup.fd).unwrap();
+    for m in &sup.inner_mounts {
+        out.push_str(&format!(
+            "(inner-mount {} {})\n",
+            if m.read_only { "ro" } else { "rw" },
+            m.path.0.display()
+        ));
+    }
     out
 }
 
@@ -192,20 +202,22 @@ fn default_policy_argv() {
             --die-with-parent
             --new-session
             --cap-drop ALL
+            --cap-add CAP_SYS_ADMIN
+            --cap-add CAP_SETPCAP
             --ro-bind / /
             --dev /dev
             --tmpfs /home/u
             --bind /home/u/proj /home/u/proj
-            --bind /home/u/proj/.git /home/u/proj/.git
             --proc /proc
             --tmpfs /run/user/1000/paddock
             --tmpfs /tmp
-            --ro-bind /home/u/proj/.bashrc /home/u/proj/.bashrc
-            --ro-bind /home/u/proj/.git/config /home/u/proj/.git/config
-            --ro-bind /home/u/proj/.git/hooks /home/u/proj/.git/hooks
-            --ro-bind /home/u/proj/.vscode /home/u/proj/.vscode
             --remount-ro /home/u
             --ro-bind /home/u/.cargo/bin/paddock /dev/.paddock-supervisor
+            (inner-mount rw /home/u/proj/.git)
+            (inner-mount ro /home/u/proj/.bashrc)
+            (inner-mount ro /home/u/proj/.git/config)
+            (inner-mount ro /home/u/proj/.git/hooks)
+            (inner-mount ro /home/u/proj/.vscode)
         "#]],
     );
 }

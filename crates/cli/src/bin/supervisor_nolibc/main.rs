@@ -28,6 +28,8 @@
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod arena;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod inner;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod payload;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod supervise;
@@ -48,6 +50,8 @@ mod constants {
     pub const EXIT_NOT_FOUND: i32 = 127;
     /// The byte sent up the signal channel once the task has been started.
     pub const STARTED: u8 = b'S';
+    /// Where bwrap binds the masked file for the inner masks.
+    pub const INNER_MASK_PATH: &core::ffi::CStr = c"/dev/.paddock-masked";
     /// The argument before `--payload-fd` in bwrap's command line.
     pub const SUPERVISE_SUBCOMMAND: &[u8] = b"__supervise";
     /// The version every payload carries.

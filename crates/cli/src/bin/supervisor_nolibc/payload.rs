@@ -27,6 +27,9 @@ pub struct Payload<'a> {
     /// The descriptor holding the bound paths' identities, if any (see
     /// `paddock_linux_bwrap::mount_ids`).
     pub mount_ids_fd: Option<c_int>,
+    /// The paths to bind onto themselves before anything else, each after its kind byte
+    /// (`r` read-only, `w` as it is, `m` masked), NULL-terminated (see `inner`).
+    pub inner_mounts: &'a [*const u8],
     /// The program as given (looked up in `PATH` when it has no `/`).
     pub program: &'a CStr,
     /// argv, NULL-terminated.
@@ -92,6 +95,15 @@ pub fn parse(buf: &[u8]) -> Result<Payload<'_>, &'static str> {
         b"-" => None,
         digits => Some(parse_int(digits).ok_or("a malformed mount identities descriptor")?),
     };
+    let innerc = fields.number("no inner mount count")?;
+    let inner_mounts = fields.array(innerc as usize, "fewer inner mounts than counted")?;
+    for &m in &inner_mounts[..innerc as usize] {
+        // SAFETY: every pointer of the array points at a NUL-terminated field of `buf`.
+        let m = unsafe { CStr::from_ptr(m.cast()) }.to_bytes();
+        if !matches!(m.split_first(), Some((b'r' | b'w' | b'm', [b'/', ..]))) {
+            return Err("a malformed inner mount");
+        }
+    }
     let program = fields.next("no program")?;
     let argc = fields.number("no argument count")?;
     let argv = fields.array(argc as usize, "fewer arguments than counted")?;
@@ -105,7 +117,18 @@ pub fn parse(buf: &[u8]) -> Result<Payload<'_>, &'static str> {
         let var = unsafe { CStr::from_ptr(var.cast()) }.to_bytes();
         var.strip_prefix(b"PATH=")
     });
-    Ok(Payload { version, cwd, seccomp_fd, signal_fd, mount_ids_fd, program, argv, envp, path })
+    Ok(Payload {
+        version,
+        cwd,
+        seccomp_fd,
+        signal_fd,
+        mount_ids_fd,
+        inner_mounts,
+        program,
+        argv,
+        envp,
+        path,
+    })
 }
 
 /// The first field of stamped mount identities (`paddock_linux_bwrap::mount_ids`).

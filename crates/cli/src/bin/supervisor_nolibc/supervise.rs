@@ -2,8 +2,9 @@
 //! relays, observers or a tracer: the same steps in the same order, the same exit codes and
 //! messages.
 //!
-//! As pid 1 of the sandbox it makes itself non-dumpable and the subreaper, reads its payload
-//! and the BPF program (closing both descriptors), finds the `PATH` candidates, blocks
+//! As pid 1 of the sandbox it makes itself non-dumpable and the subreaper, reads its payload,
+//! makes its inner mounts and drops every capability (`inner`; only when there are some),
+//! reads the BPF program (closing both descriptors), finds the `PATH` candidates, blocks
 //! SIGCHLD into a signalfd, and starts the task in a child that shares its memory until it
 //! executes. The child enters its own process group, unblocks SIGCHLD, enters the working
 //! directory, closes every descriptor above 2, gives SIGPIPE its default, sets no_new_privs,
@@ -24,7 +25,7 @@ use libc::c_int;
 use crate::message::Message;
 use crate::payload::{self, Payload};
 use crate::sys::{self, Errno};
-use crate::{arena, constants::*};
+use crate::{arena, constants::*, inner};
 
 /// Runs the supervisor with the process's arguments; returns its exit code.
 pub fn main(argv: &[&CStr]) -> c_int {
@@ -99,6 +100,23 @@ fn run(argv: &[&CStr]) -> Result<c_int, Failure> {
     let payload = payload::parse(bytes)
         .map_err(|why| fail!("supervisor payload on fd {payload_fd}: {why}"))?;
     same_version(payload.version)?;
+    // The binds bwrap left to the supervisor, then every capability dropped (bwrap kept two
+    // for them), before any path is checked or anything runs.
+    if !payload.inner_mounts.first().is_none_or(|m| m.is_null()) {
+        if let Err((path, what, Errno(e))) = inner::mount_all(payload.inner_mounts) {
+            let mut msg = Message::new();
+            msg.bytes(b"inner mount");
+            if let Some(path) = path {
+                msg.bytes(b" of ");
+                msg.bytes(path.to_bytes());
+            }
+            let _ = write!(msg, ": {what}: errno {e}");
+            return Err(Failure(msg));
+        }
+        if !sys::drop_capabilities() {
+            return Err(fail!("cannot drop the capabilities of the inner mounts"));
+        }
+    }
     // Everything is mounted: each bound path must still be what the runner recorded
     // (SYM-03), or the task does not run.
     if let Some(fd) = payload.mount_ids_fd {

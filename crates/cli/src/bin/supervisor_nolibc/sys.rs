@@ -266,3 +266,52 @@ pub unsafe fn spawn_vfork(
     }
     if (-4095..0).contains(&ret) { Err(Errno(-(ret as i32))) } else { Ok(ret as c_int) }
 }
+
+pub fn unshare(flags: c_int) -> Result<(), Errno> {
+    call!(libc::SYS_unshare, flags).map(drop)
+}
+
+/// `mount(2)`; null pointers where a bind or a remount takes none.
+pub fn mount(source: *const u8, target: *const u8, flags: libc::c_ulong) -> Result<(), Errno> {
+    call!(libc::SYS_mount, source, target, 0usize, flags, 0usize).map(drop)
+}
+
+/// `O_PATH | O_NOFOLLOW` of `path`: the file itself, a link not followed.
+pub fn open_path(path: *const u8) -> Result<c_int, Errno> {
+    let flags = libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    call!(libc::SYS_openat, libc::AT_FDCWD, path, flags, 0).map(|fd| fd as c_int)
+}
+
+/// `open_tree(fd, "", OPEN_TREE_CLONE | AT_EMPTY_PATH | extra)`: a detached copy of the
+/// mount at `fd`.
+pub fn open_tree_clone(fd: c_int, extra: libc::c_uint) -> Result<c_int, Errno> {
+    let flags = libc::OPEN_TREE_CLONE
+        | libc::OPEN_TREE_CLOEXEC
+        | libc::AT_EMPTY_PATH as libc::c_uint
+        | extra;
+    call!(libc::SYS_open_tree, fd, c"".as_ptr(), flags).map(|fd| fd as c_int)
+}
+
+/// `mount_setattr(fd, "", AT_EMPTY_PATH | extra)` setting `attr_set`.
+pub fn mount_setattr(fd: c_int, extra: libc::c_uint, attr_set: u64) -> Result<(), Errno> {
+    // `struct mount_attr`: attr_set, attr_clr, propagation, userns_fd.
+    let attr: [u64; 4] = [attr_set, 0, 0, 0];
+    let flags = libc::AT_EMPTY_PATH as libc::c_uint | extra;
+    call!(libc::SYS_mount_setattr, fd, c"".as_ptr(), flags, attr.as_ptr(), 32).map(drop)
+}
+
+/// `move_mount` of the detached tree `from` onto the file `to` (both descriptors).
+pub fn move_mount(from: c_int, to: c_int) -> Result<(), Errno> {
+    // MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH.
+    let flags: libc::c_uint = 0x04 | 0x40;
+    call!(libc::SYS_move_mount, from, c"".as_ptr(), to, c"".as_ptr(), flags).map(drop)
+}
+
+/// The mount flags (`ST_*`, as `statvfs` gives them) of the filesystem at `path`.
+pub fn mount_flags(path: *const u8) -> Result<u64, Errno> {
+    // x86-64's `struct statfs`: fifteen 8-byte words (the libc crate hides `f_flags`):
+    // type, bsize, blocks, bfree, bavail, files, ffree, fsid, namelen, frsize, flags, spare.
+    let mut words = [0u64; 15];
+    call!(libc::SYS_statfs, path, words.as_mut_ptr())?;
+    Ok(words[10])
+}

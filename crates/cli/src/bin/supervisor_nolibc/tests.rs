@@ -54,6 +54,34 @@ fn what_the_runner_encodes_is_what_this_supervisor_reads() {
 }
 
 #[test]
+fn the_inner_mounts_are_read_in_order_and_a_malformed_one_is_refused() {
+    use paddock_linux_bwrap::payload::InnerMount;
+    let inner = vec![
+        InnerMount { path: Bytes("/work/p/.git".into()), read_only: false, mask: false },
+        InnerMount { path: Bytes("/work/p/.bashrc".into()), read_only: true, mask: false },
+        InnerMount { path: Bytes("/work/p/key.pem".into()), read_only: true, mask: true },
+    ];
+    let bytes = encode(&SupervisorPayload { inner_mounts: inner, ..payload("sh", None) }).unwrap();
+    let p = parse(&bytes).unwrap();
+    assert_eq!(strings(p.inner_mounts), ["w/work/p/.git", "r/work/p/.bashrc", "m/work/p/key.pem"]);
+    assert_eq!(p.program.to_bytes(), b"sh");
+    assert_eq!(
+        strings(parse(&encode(&payload("sh", None)).unwrap()).unwrap().inner_mounts),
+        [""; 0]
+    );
+    // A kind other than r or w, or a relative path: refused, nothing mounted.
+    for bad in [&b"x/work/p/.git"[..], b"rwork/p", b"r", b""] {
+        let mut odd = Vec::new();
+        let good = b"\0w/work/p/.git\0";
+        let at = bytes.windows(good.len()).position(|w| w == good).unwrap() + 1;
+        odd.extend_from_slice(&bytes[..at]);
+        odd.extend_from_slice(bad);
+        odd.extend_from_slice(&bytes[at + good.len() - 2..]);
+        assert_eq!(parse(&odd).unwrap_err(), "a malformed inner mount", "{bad:?}");
+    }
+}
+
+#[test]
 fn a_payload_cut_short_or_padded_or_of_another_kind_is_refused() {
     let bytes = encode(&payload("sh", None)).unwrap();
     for cut in 1..bytes.len() {
@@ -78,6 +106,7 @@ fn the_shared_constants_are_the_runners() {
     assert_eq!(POLITE_SIGNALS, full::POLITE_SIGNALS);
     assert_eq!(PAYLOAD_VERSION, paddock_linux_bwrap::payload::PAYLOAD_VERSION);
     assert_eq!(SUPERVISE_SUBCOMMAND, paddock_linux_bwrap::SUPERVISE_SUBCOMMAND.as_bytes());
+    assert_eq!(INNER_MASK_PATH.to_bytes(), paddock_linux_bwrap::INNER_MASK_PATH.as_bytes());
     assert_eq!(payload::MAGIC, paddock_linux_bwrap::nolibc::MAGIC.as_bytes());
     let argv = paddock_linux_bwrap::bwrap_argv();
     let supervisor_argv: Vec<CString> =

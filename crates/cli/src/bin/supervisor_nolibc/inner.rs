@@ -1,0 +1,108 @@
+//! The inner mounts: paths the runner left to the supervisor to bind onto themselves once
+//! bwrap is done (`paddock_linux_bwrap::payload::SupervisorPayload::inner_mounts`), made as
+//! `paddock_linux_bwrap::private_ns::SelfMounts::mount_inside` makes them for
+//! `paddock-supervisor`: a mount namespace of its own, private; each path opened without
+//! following a link at its end, cloned with everything below it, made `nosuid`, `nodev`
+//! and (`r`) read-only, and attached onto itself, descriptor to descriptor; a hidden file
+//! (`m`) gets the masked file bwrap bound at `INNER_MASK_PATH` instead, read-only, alone
+//! (that bind stays: copied into this namespace, it is locked; it shows the task the same
+//! empty mode-0000 file as every hidden path does). A kernel without the new mount API (before 5.12)
+//! binds with `mount(2)` and remounts keeping the flags `statfs` reports (in a user
+//! namespace, inherited flags are locked).
+
+use core::ffi::CStr;
+
+use crate::constants::INNER_MASK_PATH;
+use crate::sys::{self, Errno};
+
+/// `<linux/mount.h>`: the whole tree (`open_tree`, `mount_setattr`).
+const AT_RECURSIVE: libc::c_uint = 0x8000;
+
+/// `statfs`'s flags (`ST_*`) and the `MS_*` flag each stands for: the flags a remount keeps.
+const KEPT_FLAGS: [(u64, libc::c_ulong); 8] = [
+    (libc::ST_RDONLY, libc::MS_RDONLY),
+    (libc::ST_NOSUID, libc::MS_NOSUID),
+    (libc::ST_NODEV, libc::MS_NODEV),
+    (libc::ST_NOEXEC, libc::MS_NOEXEC),
+    (libc::ST_SYNCHRONOUS, libc::MS_SYNCHRONOUS),
+    (libc::ST_NOATIME, libc::MS_NOATIME),
+    (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+    (libc::ST_RELATIME, libc::MS_RELATIME),
+];
+
+/// Makes every mount of `mounts` (kind byte, then path; NULL-terminated), in order. The
+/// first failure is returned with the path it concerns (`None`: the namespace itself).
+pub fn mount_all(mounts: &[*const u8]) -> Result<(), (Option<&CStr>, &'static str, Errno)> {
+    sys::unshare(libc::CLONE_NEWNS).map_err(|e| (None, "unshare", e))?;
+    sys::mount(core::ptr::null(), c"/".as_ptr().cast(), libc::MS_REC | libc::MS_PRIVATE)
+        .map_err(|e| (None, "make private", e))?;
+    for &m in mounts.iter().take_while(|m| !m.is_null()) {
+        // SAFETY: a NUL-terminated field of the payload, checked by `payload::parse` to be a
+        // kind byte and an absolute path.
+        let field = unsafe { CStr::from_ptr(m.cast()) };
+        let kind = field.to_bytes().first().copied().unwrap_or(b'r');
+        // SAFETY: the same field past its kind byte: still NUL-terminated.
+        let path = unsafe { CStr::from_ptr(m.add(1).cast()) };
+        let mask = kind == b'm';
+        let source = if mask { INNER_MASK_PATH } else { path };
+        match mount_tree(source, path, kind) {
+            Err((_, Errno(libc::ENOSYS))) => bind_with_mount(source, path, kind),
+            other => other,
+        }
+        .map_err(|(what, e)| (Some(path), what, e))?;
+    }
+    Ok(())
+}
+
+/// Read-only but for a pinned directory (`w`); everything below it but for a mask (`m`).
+fn flags_of(kind: u8) -> (bool, bool) {
+    (kind != b'w', kind != b'm')
+}
+
+fn mount_tree(source: &CStr, path: &CStr, kind: u8) -> Result<(), (&'static str, Errno)> {
+    let (read_only, recursive) = flags_of(kind);
+    let recursive = if recursive { AT_RECURSIVE } else { 0 };
+    let at = sys::open_path(path.as_ptr().cast()).map_err(|e| ("open", e))?;
+    let from = if kind == b'm' {
+        sys::open_path(source.as_ptr().cast()).map_err(|e| ("open the masked file", e))
+    } else {
+        Ok(at)
+    };
+    let result = from.and_then(|from| {
+        let cloned = sys::open_tree_clone(from, recursive).map_err(|e| ("open_tree", e));
+        if from != at {
+            sys::close(from);
+        }
+        cloned
+    });
+    let result = result.and_then(|tree| {
+        let attr = if read_only { libc::MOUNT_ATTR_RDONLY } else { 0 }
+            | libc::MOUNT_ATTR_NOSUID
+            | libc::MOUNT_ATTR_NODEV;
+        let done = sys::mount_setattr(tree, recursive, attr)
+            .map_err(|e| ("mount_setattr", e))
+            .and_then(|()| sys::move_mount(tree, at).map_err(|e| ("move_mount", e)));
+        sys::close(tree);
+        done
+    });
+    sys::close(at);
+    result
+}
+
+fn bind_with_mount(source: &CStr, path: &CStr, kind: u8) -> Result<(), (&'static str, Errno)> {
+    let (read_only, recursive) = flags_of(kind);
+    let p = path.as_ptr().cast();
+    let rec = if recursive { libc::MS_REC } else { 0 };
+    sys::mount(source.as_ptr().cast(), p, libc::MS_BIND | rec).map_err(|e| ("bind", e))?;
+    let has = sys::mount_flags(p).map_err(|e| ("statfs", e))?;
+    let mut flags = libc::MS_REMOUNT | libc::MS_BIND | libc::MS_NOSUID | libc::MS_NODEV;
+    for (st_flag, ms_flag) in KEPT_FLAGS {
+        if has & st_flag != 0 {
+            flags |= ms_flag;
+        }
+    }
+    if read_only {
+        flags |= libc::MS_RDONLY;
+    }
+    sys::mount(core::ptr::null(), p, flags).map_err(|e| ("remount", e))
+}
