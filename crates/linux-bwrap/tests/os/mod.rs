@@ -178,6 +178,10 @@ const TESTS: &[(&str, Test)] = &[
     ),
     ("a_corrupt_filter_fails_closed", a_corrupt_filter_fails_closed),
     (
+        "an_inner_mount_that_cannot_be_made_fails_closed",
+        an_inner_mount_that_cannot_be_made_fails_closed,
+    ),
+    (
         "kill_9_of_the_runner_takes_the_sandbox_with_it",
         kill_9_of_the_runner_takes_the_sandbox_with_it,
     ),
@@ -330,6 +334,17 @@ impl Scratch {
         program: &std::ffi::OsStr,
         args: impl Iterator<Item = &'a str>,
     ) -> SpawnPlan {
+        supervised(self.plan_unsupervised(policy, runtime, program, args))
+    }
+
+    /// [`Scratch::plan_of`] before the pass picks its supervisor.
+    fn plan_unsupervised<'a>(
+        &self,
+        policy: &ResolvedPolicy,
+        runtime: &Path,
+        program: &std::ffi::OsStr,
+        args: impl Iterator<Item = &'a str>,
+    ) -> SpawnPlan {
         let task = Task {
             program: program.to_os_string(),
             args: args.map(OsString::from).collect(),
@@ -337,7 +352,7 @@ impl Scratch {
             runtime_dir: abs(runtime),
             observe: false,
         };
-        supervised(LinuxBwrap.plan(policy, &task, &facts()).unwrap())
+        LinuxBwrap.plan(policy, &task, &facts()).unwrap()
     }
 
     /// Runs the probe under `policy` and returns its stdout.
@@ -619,6 +634,53 @@ fn a_corrupt_filter_fails_closed() {
     assert_eq!(outcome.exit_code, 125, "{}", String::from_utf8_lossy(&outcome.stderr));
     assert!(!target.exists(), "the task never ran");
     assert!(String::from_utf8_lossy(&outcome.stderr).contains("seccomp"));
+}
+
+/// The supervisor makes the protected paths' binds itself (where there are user namespaces):
+/// one it cannot make (the path is gone) stops everything before the task, which never runs.
+fn an_inner_mount_that_cannot_be_made_fails_closed() {
+    use paddock_linux_bwrap::payload::{Bytes, InnerMount, SupervisorPayload};
+    let s = Scratch::new("inner");
+    let runtime = paddock_linux_bwrap::runtime::runtime_dir::RuntimeDir::create().unwrap();
+    let target = s.proj.join("RAN");
+    let probe = std::env::current_exe().unwrap();
+    let args = ["__probe", "write", target.to_str().unwrap()];
+    let mut plan = s.plan_unsupervised(
+        &s.policy(),
+        runtime.path().as_path(),
+        probe.as_os_str(),
+        args.into_iter(),
+    );
+    let sup = plan.payloads.iter_mut().find(|p| p.name == "supervisor").unwrap();
+    let mut payload = SupervisorPayload::from_bytes(&sup.bytes, sup.fd).unwrap();
+    if payload.inner_mounts.is_empty() {
+        assert!(!facts().user_namespaces, "user namespaces, and no inner mount: {payload:?}");
+        paddock_test_support::skip_test(
+            "an_inner_mount_that_cannot_be_made_fails_closed",
+            "no user namespaces here: bwrap makes every bind",
+            Some(paddock_test_support::Fact::UsernsUnavailable),
+        );
+        return;
+    }
+    let gone = s.proj.join("gone/.bashrc");
+    payload.inner_mounts.push(InnerMount {
+        path: Bytes(gone.clone().into_os_string()),
+        read_only: true,
+        mask: false,
+    });
+    sup.bytes = payload.to_bytes();
+    let plan = supervised(plan);
+    let opts = RunOptions {
+        timeout: None,
+        grace: Duration::from_millis(200),
+        stdio: paddock_linux_bwrap::runtime::exec::Output::PIPED,
+        ..RunOptions::new().unwrap()
+    };
+    let outcome = run_plan_in(&plan, &opts, None).unwrap();
+    let stderr = String::from_utf8_lossy(&outcome.stderr);
+    assert_eq!(outcome.exit_code, 125, "{stderr}");
+    assert!(!target.exists(), "the task never ran");
+    assert!(stderr.contains(gone.to_str().unwrap()), "the path is named: {stderr}");
 }
 
 /// `__run_sleep MARKER`: performs a plan whose task sleeps, so a test can SIGKILL this runner.
