@@ -277,14 +277,27 @@ impl Backend for LinuxBwrap {
             .collect();
         let grants: Vec<AbsPathBuf> = policy.write.iter().map(|g| g.path.clone()).collect();
         let mountable = ops::self_mountable(&all, &grants, &masks);
-        // Else, in a user namespace, the supervisor makes them once bwrap is done: the spawn
-        // stays the plain one (a bwrap started before the plan, no namespace of the
-        // runner's), and the binds cost three system calls each all the same.
+        let in_child_anyway = task.observe || !link_mounts.is_empty();
         let mut inner_mounts = Vec::new();
-        let self_mounts = if task.observe || !link_mounts.is_empty() {
-            ops::take_self_mounts(&mut all, &mountable)
-        } else if facts.user_namespaces {
-            let inner = ops::inner_mountable(&all, &grants, &masks);
+        let self_mounts = if facts.user_namespaces {
+            // The supervisor makes them once bwrap is done: the spawn stays the plain one
+            // (a bwrap started before the plan) where nothing else needs the runner's child
+            // in a namespace of its own, and bwrap's mount table stays short where it does
+            // (every mount there is one more line bwrap reads for each bind, and one more
+            // submount its recursive binds remount). The masks of hidden files the observer
+            // serves are the child's: their source is its mount.
+            let outer = if in_child_anyway {
+                let masks_only: Vec<usize> = mountable
+                    .iter()
+                    .copied()
+                    .filter(|&i| matches!(&all[i], BwrapOp::RoBind { src, dest } if src != dest))
+                    .collect();
+                ops::take_self_mounts(&mut all, &masks_only)
+            } else {
+                Vec::new()
+            };
+            let inner_masks = if in_child_anyway { &[][..] } else { &masks[..] };
+            let inner = ops::inner_mountable(&all, &grants, inner_masks);
             inner_mounts = ops::take_self_mounts(&mut all, &inner)
                 .into_iter()
                 .map(|m| InnerMount {
@@ -309,8 +322,11 @@ impl Backend for LinuxBwrap {
                     },
                 );
             }
-            Vec::new()
-        } else if facts.observe && mountable.len() >= SELF_MOUNTS_WORTH_A_NAMESPACE {
+            outer
+        } else if in_child_anyway
+            || (facts.observe && mountable.len() >= SELF_MOUNTS_WORTH_A_NAMESPACE)
+        {
+            // Root without user namespaces: the runner's child makes them.
             ops::take_self_mounts(&mut all, &mountable)
         } else {
             Vec::new()

@@ -552,6 +552,8 @@ fn observe_mode_binds_the_observer_over_directory_anchors() {
         --die-with-parent
         --new-session
         --cap-drop ALL
+        --cap-add CAP_SYS_ADMIN
+        --cap-add CAP_SETPCAP
         --ro-bind / /
         --dev /dev
         --bind /run/user/1000/paddock/t1/observe/a0 /home/u
@@ -565,11 +567,11 @@ fn observe_mode_binds_the_observer_over_directory_anchors() {
         --tmpfs /run/user/1000/paddock
         --tmpfs /tmp
         --ro-bind /home/u/.cargo/bin/paddock /dev/.paddock-supervisor
-        (self-mount rw /home/u/proj/.git)
-        (self-mount ro /home/u/proj/.bashrc)
-        (self-mount ro /home/u/proj/.git/config)
-        (self-mount ro /home/u/proj/.git/hooks)
-        (self-mount ro /home/u/proj/.vscode)
+        (inner-mount rw /home/u/proj/.git)
+        (inner-mount ro /home/u/proj/.bashrc)
+        (inner-mount ro /home/u/proj/.git/config)
+        (inner-mount ro /home/u/proj/.git/hooks)
+        (inner-mount ro /home/u/proj/.vscode)
     "#]]
     .assert_eq(&out);
     let observer = serde_json::to_string_pretty(&plan.observer).unwrap();
