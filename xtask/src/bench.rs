@@ -366,7 +366,7 @@ fn spawn(root: &Path) -> Result<()> {
     println!("bench spawn: {RUNS} interleaved rounds (library: {}), median (min, max):", RUNS / 4);
     println!("  bare true:                         {bare}");
     println!("  simplest bwrap sandbox (baseline): {simplest}");
-    println!("  bare bwrap, paddock's mounts:      {bare_bwrap}");
+    println!("  bare bwrap, paddock's bwrap setup: {bare_bwrap}");
     println!("  paddock run --itemize off:         {off}");
     println!("  paddock run (default, itemized):   {default}");
     println!("  big policy, --itemize off:         {big_off}");
@@ -385,7 +385,10 @@ fn spawn(root: &Path) -> Result<()> {
         warm.ratio(&simplest)
     );
     println!("  library spawn+wait, prewarmed: {}  (target <= 1.0x)", prewarmed.ratio(&simplest));
-    println!("  bare bwrap, paddock's mounts: {}", bare_bwrap.ratio(&simplest));
+    println!(
+        "  bare bwrap, paddock's bwrap setup: {}  (the supervisor's inner mounts not in it)",
+        bare_bwrap.ratio(&simplest)
+    );
     println!("  bare true:                   {}", bare.ratio(&simplest));
     Ok(())
 }

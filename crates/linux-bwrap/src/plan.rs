@@ -56,10 +56,11 @@ pub const SUPERVISOR_PATH: &str = "/dev/.paddock-supervisor";
 pub const INNER_MASK_PATH: &str = "/dev/.paddock-masked";
 /// The hidden subcommand that runs the supervisor.
 pub const SUPERVISE_SUBCOMMAND: &str = "__supervise";
-/// How many binds of paths onto themselves the runner's child makes itself
-/// ([`SpawnPlan::self_mounts`]) even when nothing else needs its private namespace: below
-/// this the namespace and the fork cost more than bwrap's binds (measured with `cargo
-/// xtask bench spawn`).
+/// Without user namespaces (root), how many binds of paths onto themselves the runner's
+/// child makes itself ([`SpawnPlan::self_mounts`]) even when nothing else needs its private
+/// namespace: below this the namespace and the fork cost more than bwrap's binds (measured
+/// with `cargo xtask bench spawn`). With user namespaces the supervisor makes them (inner
+/// mounts), whatever their number.
 pub const SELF_MOUNTS_WORTH_A_NAMESPACE: usize = 24;
 
 /// The bubblewrap backend. Planning is pure; see the crate doc.
@@ -250,11 +251,9 @@ impl Backend for LinuxBwrap {
         unverified.extend(links.chain(link_grants).cloned());
         let verified = ops::verified_binds(&all, &unverified);
         // bwrap reads the whole mount table again for every bind (about 65 us each for the
-        // twenty of an empty project here, and more as the table grows); the runner's
-        // child mounts a path onto itself with three system calls and reads none. It does
-        // so when it forks anyway (the observers' or the links' namespace), or when there
-        // are enough of them to pay for the fork and the namespace and the probe found that
-        // namespace works here (`facts.observe`: the observers' needs it too).
+        // twenty of an empty project here, and more as the table grows); the supervisor
+        // (inner mounts) or the runner's child (self mounts) mounts a path onto itself with
+        // three system calls and reads none. See below for which.
         let link_mounts = ops::link_mounts(policy);
         // The masks of hidden regular files too: the masked file, or the observer's file
         // for each (served by the runner's observer thread from the moment the child has

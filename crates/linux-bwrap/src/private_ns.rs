@@ -26,6 +26,11 @@
 //! a path is bound with `mount(2)` and remounted with the flags `statfs` reports for it
 //! (in a user namespace, the flags a mount inherited are locked and must be kept).
 //!
+//! Where there are user namespaces, the supervisor makes most of these mounts instead, inside
+//! the sandbox once bwrap is done ([`SelfMounts::mount_inside`], the payload's inner mounts):
+//! the same three calls, in a mount namespace of its own, with the two capabilities bwrap
+//! kept for it and dropped right after.
+//!
 //! Everything [`PrivateNamespace::enter`] and [`SelfMounts::mount`] use is prepared before
 //! the fork (C strings, map lines), because between fork and exec only async-signal-safe
 //! calls are allowed: no allocation, no lock.

@@ -1,7 +1,10 @@
 //! The supervisor: paddock re-executed inside the sandbox as its pid 1 (`paddock __supervise`).
 //!
 //! It reads its payload, makes itself non-dumpable (the task cannot ptrace it or read its
-//! memory or environment through `/proc/1`), forks the task into its own process group,
+//! memory or environment through `/proc/1`), makes the payload's inner mounts in a mount
+//! namespace of its own and drops the two capabilities bwrap kept for them
+//! ([`crate::private_ns::SelfMounts::mount_inside`]; any failure runs nothing), forks the
+//! task into its own process group,
 //! and in the child only closes every descriptor above 2, sets no_new_privs, loads the
 //! seccomp program and execs. Loading the program failing is fatal before exec (SEC-08).
 //! The parent relays polite signals read from the signal descriptor to the task's group,
