@@ -2,9 +2,10 @@
 //!
 //! It reads its payload, makes itself non-dumpable (the task cannot ptrace it or read its
 //! memory or environment through `/proc/1`), makes the payload's inner mounts in a mount
-//! namespace of its own and drops the two capabilities bwrap kept for them
-//! ([`crate::private_ns::SelfMounts::mount_inside`]; any failure runs nothing), forks the
-//! task into its own process group,
+//! namespace of its own ([`crate::private_ns::SelfMounts::mount_inside`]), drops every
+//! capability it holds (those bwrap kept for the inner mounts, or for this drop as root
+//! without a user namespace; any failure runs nothing), forks the task into its own process
+//! group,
 //! and in the child only closes every descriptor above 2, sets no_new_privs, loads the
 //! seccomp program and execs. Loading the program failing is fatal before exec (SEC-08).
 //! The parent relays polite signals read from the signal descriptor to the task's group,
@@ -275,12 +276,13 @@ fn run(args: &[OsString]) -> Result<i32, String> {
         .map_err(|e| e.to_string())?;
     same_version(&payload.version)?;
     // The binds bwrap left to the supervisor, then every capability dropped (bwrap kept two
-    // for them), before any path is checked, any thread starts or anything runs.
+    // for them; as root without a user namespace, `CAP_SETPCAP` for this very drop), before
+    // any path is checked, any thread starts or anything runs.
     if !payload.inner_mounts.is_empty() {
         crate::private_ns::SelfMounts::inner(&payload.inner_mounts)?.mount_inside()?;
-        if !crate::launch::drop_capabilities() {
-            return Err("cannot drop the capabilities of the inner mounts".to_owned());
-        }
+    }
+    if !crate::launch::drop_capabilities() {
+        return Err("cannot drop every capability; the task was not run".to_owned());
     }
     // Everything is mounted: each bound path must still be what the runner recorded
     // (SYM-03), or the task does not run.

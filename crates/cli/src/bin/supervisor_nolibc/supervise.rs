@@ -3,7 +3,7 @@
 //! messages.
 //!
 //! As pid 1 of the sandbox it makes itself non-dumpable and the subreaper, reads its payload,
-//! makes its inner mounts and drops every capability (`inner`; only when there are some),
+//! makes its inner mounts (`inner`, when there are some) and drops every capability,
 //! reads the BPF program (closing both descriptors), finds the `PATH` candidates, blocks
 //! SIGCHLD into a signalfd, and starts the task in a child that shares its memory until it
 //! executes. The child enters its own process group, unblocks SIGCHLD, enters the working
@@ -101,21 +101,22 @@ fn run(argv: &[&CStr]) -> Result<c_int, Failure> {
         .map_err(|why| fail!("supervisor payload on fd {payload_fd}: {why}"))?;
     same_version(payload.version)?;
     // The binds bwrap left to the supervisor, then every capability dropped (bwrap kept two
-    // for them), before any path is checked or anything runs.
-    if !payload.inner_mounts.first().is_none_or(|m| m.is_null()) {
-        if let Err((path, what, Errno(e))) = inner::mount_all(payload.inner_mounts) {
-            let mut msg = Message::new();
-            msg.bytes(b"inner mount");
-            if let Some(path) = path {
-                msg.bytes(b" of ");
-                msg.bytes(path.to_bytes());
-            }
-            let _ = write!(msg, ": {what}: errno {e}");
-            return Err(Failure(msg));
+    // for them; as root without a user namespace, `CAP_SETPCAP` for this very drop), before
+    // any path is checked or anything runs.
+    if !payload.inner_mounts.first().is_none_or(|m| m.is_null())
+        && let Err((path, what, Errno(e))) = inner::mount_all(payload.inner_mounts)
+    {
+        let mut msg = Message::new();
+        msg.bytes(b"inner mount");
+        if let Some(path) = path {
+            msg.bytes(b" of ");
+            msg.bytes(path.to_bytes());
         }
-        if !sys::drop_capabilities() {
-            return Err(fail!("cannot drop the capabilities of the inner mounts"));
-        }
+        let _ = write!(msg, ": {what}: errno {e}");
+        return Err(Failure(msg));
+    }
+    if !sys::drop_capabilities() {
+        return Err(fail!("cannot drop every capability; the task was not run"));
     }
     // Everything is mounted: each bound path must still be what the runner recorded
     // (SYM-03), or the task does not run.
