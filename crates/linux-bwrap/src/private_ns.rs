@@ -211,14 +211,8 @@ impl SelfMounts {
         })
         .map_err(|e| format!("cannot make the inner mount namespace private: {e}"))?;
         for (path, kind, source) in &self.mounts {
-            let source = source.as_ref().unwrap_or(path);
-            let mounted = match mount_tree(source, path, *kind) {
-                Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
-                    bind_with_mount(source, path, *kind)
-                }
-                other => other,
-            };
-            mounted.map_err(|e| {
+            mount_one(path, *kind, source.as_ref()).map_err(|e| {
+                let source = source.as_ref().unwrap_or(path);
                 format!(
                     "cannot mount {} onto {}: {e}",
                     source.to_string_lossy(),
@@ -240,18 +234,22 @@ impl SelfMounts {
     /// Async-signal-safe: system calls on data prepared before the fork, no allocation.
     pub fn mount(&self) -> io::Result<()> {
         for (path, kind, source) in &self.mounts {
-            let source = source.as_ref().unwrap_or(path);
-            match mount_tree(source, path, *kind) {
-                Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => match kind {
-                    Kind::Link => {}
-                    Kind::ReadOnly | Kind::Writable | Kind::Mask => {
-                        bind_with_mount(source, path, *kind)?
-                    }
-                },
-                other => other?,
-            }
+            mount_one(path, *kind, source.as_ref())?;
         }
         Ok(())
+    }
+}
+
+/// One mount of [`SelfMounts`]: `source` (the path itself when `None`) onto `path`, with the
+/// new mount API, else (before Linux 5.12) with `mount(2)`; a link is then left as it is.
+fn mount_one(path: &CString, kind: Kind, source: Option<&CString>) -> io::Result<()> {
+    let source = source.unwrap_or(path);
+    match mount_tree(source, path, kind) {
+        Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => match kind {
+            Kind::Link => Ok(()),
+            Kind::ReadOnly | Kind::Writable | Kind::Mask => bind_with_mount(source, path, kind),
+        },
+        other => other,
     }
 }
 
