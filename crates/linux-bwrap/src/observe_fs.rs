@@ -157,11 +157,16 @@ pub fn open(plan: &ObserverPlan) -> Result<(ObserverMount, ObserverServer), Erro
     let ours = Arc::new(ours);
     let thread_sock = Arc::clone(&ours);
     let fs = fs::ObserverFs::new(tree, uid, gid, tx);
+    // Nothing is ever sent: the sender goes with the thread, which wakes `finish` at once.
+    let (ended_tx, ended) = crossbeam_channel::bounded::<()>(0);
     let thread = std::thread::Builder::new()
         .name("paddock-observer".to_owned())
-        .spawn(move || serve(&thread_sock, fs))
+        .spawn(move || {
+            let _ended = ended_tx;
+            serve(&thread_sock, fs)
+        })
         .map_err(|e| setup(format!("cannot start the serving thread: {e}")))?;
-    let server = ObserverServer { records: rx, thread: Some(thread), sock: ours };
+    let server = ObserverServer { records: rx, thread: Some(thread), ended, sock: ours };
     Ok((mount, server))
 }
 
@@ -203,6 +208,8 @@ fn serve(sock: &OwnedFd, fs: fs::ObserverFs) {
 pub struct ObserverServer {
     records: Receiver<FsRecord>,
     thread: Option<JoinHandle<()>>,
+    /// Disconnected when the serving thread ends.
+    ended: Receiver<()>,
     sock: Arc<OwnedFd>,
 }
 
@@ -224,10 +231,10 @@ impl ObserverServer {
         unsafe { libc::shutdown(self.sock.as_raw_fd(), libc::SHUT_RDWR) };
         let deadline = Instant::now() + FINISH_WAIT;
         if let Some(thread) = self.thread.take() {
-            while !thread.is_finished() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            if thread.is_finished() {
+            // Woken the moment the thread is done (its end of the channel goes with it),
+            // not at the next turn of a polling loop; joined then, as it returns.
+            let ended = self.ended.recv_deadline(deadline);
+            if ended == Err(crossbeam_channel::RecvTimeoutError::Disconnected) {
                 let _ = thread.join();
             }
         }
