@@ -97,17 +97,7 @@ impl PrivateNamespace {
             write_file(&self.uid_map, &self.uid_line)?;
             write_file(&self.gid_map, &self.gid_line)?;
         }
-        // SAFETY: a NUL-terminated target; null source, type and data are allowed for a
-        // propagation change.
-        check(unsafe {
-            libc::mount(
-                std::ptr::null(),
-                c"/".as_ptr(),
-                std::ptr::null(),
-                libc::MS_REC | libc::MS_PRIVATE,
-                std::ptr::null(),
-            )
-        })
+        make_root_private()
     }
 }
 
@@ -198,18 +188,8 @@ impl SelfMounts {
         // SAFETY: unshare has no memory arguments; the supervisor is single-threaded here.
         check(unsafe { libc::unshare(libc::CLONE_NEWNS) })
             .map_err(|e| format!("cannot make a mount namespace for the inner mounts: {e}"))?;
-        // SAFETY: a NUL-terminated target; null source, type and data are allowed for a
-        // propagation change.
-        check(unsafe {
-            libc::mount(
-                std::ptr::null(),
-                c"/".as_ptr(),
-                std::ptr::null(),
-                libc::MS_REC | libc::MS_PRIVATE,
-                std::ptr::null(),
-            )
-        })
-        .map_err(|e| format!("cannot make the inner mount namespace private: {e}"))?;
+        make_root_private()
+            .map_err(|e| format!("cannot make the inner mount namespace private: {e}"))?;
         for (path, kind, source) in &self.mounts {
             mount_one(path, *kind, source.as_ref()).map_err(|e| {
                 let source = source.as_ref().unwrap_or(path);
@@ -238,6 +218,22 @@ impl SelfMounts {
         }
         Ok(())
     }
+}
+
+/// Makes `/` and everything below it private in this mount namespace: nothing mounted here
+/// reaches another namespace, nor comes in from one.
+fn make_root_private() -> io::Result<()> {
+    // SAFETY: a NUL-terminated target; null source, type and data are allowed for a
+    // propagation change.
+    check(unsafe {
+        libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        )
+    })
 }
 
 /// One mount of [`SelfMounts`]: `source` (the path itself when `None`) onto `path`, with the
