@@ -624,16 +624,21 @@ fn a_corrupt_filter_fails_closed() {
         s.plan(&s.policy(), runtime.path().as_path(), &["write", target.to_str().unwrap()]);
     let bpf = plan.payloads.iter_mut().find(|p| p.name == "seccomp-bpf").unwrap();
     bpf.bytes = vec![0xff; 16];
+    let outcome = run_piped(&plan);
+    assert_eq!(outcome.exit_code, 125, "{}", String::from_utf8_lossy(&outcome.stderr));
+    assert!(!target.exists(), "the task never ran");
+    assert!(String::from_utf8_lossy(&outcome.stderr).contains("seccomp"));
+}
+
+/// Runs a plan a test changed, its output piped, to its end.
+fn run_piped(plan: &SpawnPlan) -> RunOutcome {
     let opts = RunOptions {
         timeout: None,
         grace: Duration::from_millis(200),
         stdio: paddock_linux_bwrap::runtime::exec::Output::PIPED,
         ..RunOptions::new().unwrap()
     };
-    let outcome = run_plan_in(&plan, &opts, None).unwrap();
-    assert_eq!(outcome.exit_code, 125, "{}", String::from_utf8_lossy(&outcome.stderr));
-    assert!(!target.exists(), "the task never ran");
-    assert!(String::from_utf8_lossy(&outcome.stderr).contains("seccomp"));
+    run_plan_in(plan, &opts, None).unwrap()
 }
 
 /// The supervisor makes the protected paths' binds itself (where there are user namespaces):
@@ -670,13 +675,7 @@ fn an_inner_mount_that_cannot_be_made_fails_closed() {
     });
     sup.bytes = payload.to_bytes();
     let plan = supervised(plan);
-    let opts = RunOptions {
-        timeout: None,
-        grace: Duration::from_millis(200),
-        stdio: paddock_linux_bwrap::runtime::exec::Output::PIPED,
-        ..RunOptions::new().unwrap()
-    };
-    let outcome = run_plan_in(&plan, &opts, None).unwrap();
+    let outcome = run_piped(&plan);
     let stderr = String::from_utf8_lossy(&outcome.stderr);
     assert_eq!(outcome.exit_code, 125, "{stderr}");
     assert!(!target.exists(), "the task never ran");
