@@ -69,11 +69,13 @@ pub enum BwrapOp {
     DieWithParent,
     /// `--new-session`: `setsid()`, so TIOCSTI cannot reach the caller's terminal.
     NewSession,
-    /// `--cap-drop ALL`: no capability survives, also when paddock runs as root.
+    /// `--cap-drop ALL`: no capability survives, also when paddock runs as root (but those
+    /// the following ops add back for the supervisor, which drops them before the task).
     CapDropAll,
-    /// `--cap-add CAP_SETPCAP`, as root without a user namespace only: bwrap then leaves the
-    /// capability bounding set whole, and the supervisor needs this one capability to empty
-    /// it before the task starts (`launch::drop_capabilities`).
+    /// `--cap-add CAP_SETPCAP`, as root without a user namespace (bwrap then leaves the
+    /// capability bounding set whole), and with [`BwrapOp::CapAddSysAdmin`] for the inner
+    /// mounts (the bounding set then holds both): the supervisor needs this one to empty the
+    /// bounding set before the task starts (`launch::drop_capabilities`).
     CapAddSetpcap,
     /// `--cap-add CAP_SYS_ADMIN`, with [`BwrapOp::CapAddSetpcap`], when the supervisor makes
     /// the plan's inner mounts (see [`inner_mountable`]): it mounts in a namespace of its own
