@@ -38,12 +38,14 @@
 //! Exit codes of its own: 125 (supervisor error, the task never ran), 126 (found but not
 //! executable), 127 (not found), as a shell would.
 
+mod tracer;
+
 use std::ffi::{CString, OsString};
 
-use crate::launch::{self, CArray, Launch, die};
+use crate::launch::{self, Launch, die};
 use crate::notify;
-use crate::payload::{Bytes, SandboxRelay, StraceInside, SupervisorPayload};
-use crate::trace::SHIM_BPF_FD;
+use crate::payload::{SandboxRelay, SupervisorPayload};
+use tracer::Tracer;
 
 /// Exit code when the supervisor itself fails and the task never ran.
 pub const EXIT_SUPERVISOR: i32 = 125;
@@ -125,80 +127,6 @@ struct Prepared {
     notify: Option<NotifyPrep>,
     /// strace inside the sandbox: the child executes it in place of the task.
     tracer: Option<Tracer>,
-}
-
-/// strace run by the child in place of the task ([`crate::trace::inside`]), prepared
-/// before the fork.
-struct Tracer {
-    program: CString,
-    /// strace's argv, then the shim's, then the task's.
-    argv: CArray,
-    /// The runner's memfd holding the task's BPF program (a copy of the seccomp payload's
-    /// descriptor), for the shim ([`SHIM_BPF_FD`] in the child, read from its start).
-    bpf: std::os::fd::OwnedFd,
-    /// The log's write end; close-on-exec here, passed on by the child alone.
-    log: std::os::fd::OwnedFd,
-}
-
-impl Tracer {
-    fn prepare(si: &StraceInside, task_args: &[Bytes], bpf_fd: i32) -> Result<Tracer, String> {
-        use std::os::fd::AsRawFd;
-        let log = inherited(si.log_fd, "trace log")?;
-        if log.as_raw_fd() <= SHIM_BPF_FD {
-            return Err(format!("the trace log descriptor {} must be above 3", si.log_fd));
-        }
-        let argv = std::iter::once(OsString::from("strace"))
-            .chain(si.args.iter().chain(task_args).map(|a| a.0.clone()))
-            .map(|a| launch::cstring(&a))
-            .collect::<Result<Vec<_>, _>>()?;
-        // SAFETY: F_DUPFD_CLOEXEC on a descriptor number; a closed one fails with EBADF.
-        let bpf = unsafe { libc::fcntl(bpf_fd, libc::F_DUPFD_CLOEXEC, 0) };
-        if bpf < 0 {
-            return Err(format!(
-                "the seccomp descriptor {bpf_fd} is not open: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        // SAFETY: a fresh descriptor that we now own.
-        let bpf = unsafe { std::os::fd::FromRawFd::from_raw_fd(bpf) };
-        Ok(Tracer { program: launch::cstring(&si.program.0)?, argv: CArray::new(argv), bpf, log })
-    }
-
-    /// The child's exec of strace, in the task's environment and cwd. Never returns.
-    fn exec(&self, env: &CArray) -> ! {
-        use std::os::fd::AsRawFd;
-        let (bpf, log) = (self.bpf.as_raw_fd(), self.log.as_raw_fd());
-        // SAFETY: dup2, fcntl, lseek and close_range on descriptors of our own process, execve with
-        // NUL-terminated arrays prepared before the fork; all async-signal-safe.
-        unsafe {
-            let kept = if bpf == SHIM_BPF_FD {
-                libc::fcntl(bpf, libc::F_SETFD, 0) == 0
-            } else {
-                libc::dup2(bpf, SHIM_BPF_FD) == SHIM_BPF_FD
-            } && libc::lseek(SHIM_BPF_FD, 0, libc::SEEK_SET) == 0;
-            if !kept || libc::fcntl(log, libc::F_SETFD, 0) != 0 {
-                die(
-                    EXIT_SUPERVISOR,
-                    b"paddock: cannot pass strace its descriptors; the task was not run\n",
-                );
-            }
-            // Everything else above 2 goes (SEC-09): payloads, the signal channel, ...
-            for (from, to) in [(SHIM_BPF_FD + 1, log - 1), (log + 1, i32::MAX)] {
-                if from <= to
-                    && libc::syscall(libc::SYS_close_range, from as u32, to as u32, 0u32) != 0
-                {
-                    for fd in from..=to.min(1023) {
-                        libc::close(fd);
-                    }
-                }
-            }
-            libc::execve(self.program.as_ptr(), self.argv.as_ptr(), env.as_ptr());
-        }
-        die(
-            EXIT_SUPERVISOR,
-            b"paddock: cannot run strace inside the sandbox; the task was not run\n",
-        )
-    }
 }
 
 /// The notification filter, prepared before the fork.
@@ -555,7 +483,7 @@ fn start_relays(relays: &[SandboxRelay]) -> Result<Vec<paddock_portbridge::Relay
 
 /// Takes a descriptor the runner handed to the supervisor (`what` it is, for the error),
 /// close-on-exec from now on; the child's sweep closes its copy before the task runs.
-fn inherited(fd: i32, what: &str) -> Result<std::os::fd::OwnedFd, String> {
+pub(super) fn inherited(fd: i32, what: &str) -> Result<std::os::fd::OwnedFd, String> {
     // SAFETY: F_SETFD on a descriptor number; a closed one fails with EBADF.
     if unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } != 0 {
         return Err(format!(
