@@ -283,22 +283,17 @@ pub fn self_mountable(
 }
 
 /// The binds of `ops` that the supervisor can make inside the sandbox once bwrap is done
-/// ([`crate::payload::SupervisorPayload::inner_mounts`]): those of [`self_mountable`] (with
-/// `masks`, each the masked file and a hidden file: bwrap binds that file where the
-/// supervisor finds it) but any with a mount bwrap keeps strictly below it later in `ops`,
-/// or a `--remount-ro` of its very path. Made after all of bwrap's, such a bind would carry
-/// that mount into its own and make it read-only, or escape the remount; every other one
-/// ends as bwrap would have left it, since nothing after it mounts at or above its path.
-/// Index of each op, ascending.
-pub fn inner_mountable(
-    ops: &[BwrapOp],
-    grants: &[AbsPathBuf],
-    masks: &[(AbsPathBuf, AbsPathBuf)],
-) -> Vec<usize> {
+/// ([`crate::payload::SupervisorPayload::inner_mounts`]): those of `self_mountable` (what
+/// [`self_mountable`] gave for these `ops`; a mask's source is the masked file, which bwrap
+/// binds where the supervisor finds it) but any with a mount bwrap keeps strictly below it
+/// later in `ops`, or a `--remount-ro` of its very path. Made after all of bwrap's, such a
+/// bind would carry that mount into its own and make it read-only, or escape the remount;
+/// every other one ends as bwrap would have left it, since nothing after it mounts at or
+/// above its path. Index of each op, ascending.
+pub fn inner_mountable(ops: &[BwrapOp], self_mountable: &[usize]) -> Vec<usize> {
     use std::collections::HashSet;
     use std::path::Path;
-    let candidates = self_mountable(ops, grants, masks);
-    let taken: HashSet<usize> = candidates.iter().copied().collect();
+    let taken: HashSet<usize> = self_mountable.iter().copied().collect();
     // Whether a later op bwrap keeps mounts strictly below each candidate, and whether a
     // later `--remount-ro` is at its very path (made before it, a writable bind would
     // escape it; one above it does not reach it: bwrap's remount is not recursive).

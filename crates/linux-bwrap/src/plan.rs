@@ -295,8 +295,11 @@ impl Backend for LinuxBwrap {
             } else {
                 Vec::new()
             };
-            let inner_masks = if in_child_anyway { &[][..] } else { &masks[..] };
-            let inner = ops::inner_mountable(&all, &grants, inner_masks);
+            // What is left once the child's masks are taken out (their indices moved), else
+            // what was found above.
+            let candidates =
+                if in_child_anyway { ops::self_mountable(&all, &grants, &[]) } else { mountable };
+            let inner = ops::inner_mountable(&all, &candidates);
             inner_mounts = ops::take_self_mounts(&mut all, &inner)
                 .into_iter()
                 .map(|m| InnerMount {

@@ -136,12 +136,12 @@ fn the_supervisor_takes_what_ends_as_bwrap_would_leave_it_made_after_all_of_bwra
         BwrapOp::RemountRo { dest: abs("/home/u") },
     ];
     let grants = [abs("/home/u/p"), abs("/home/u/p/.vscode/cache")];
-    let taken: Vec<String> = inner_mountable(&ops, &grants, &[])
+    let outer = self_mountable(&ops, &grants, &[]);
+    let taken: Vec<String> = inner_mountable(&ops, &outer)
         .into_iter()
         .map(|i| ops[i].dest().unwrap().to_string())
         .collect();
     assert_eq!(taken, ["/home/u/p/.git", "/home/u/p/.git/config", "/home/u/p/.bashrc"]);
     // Each is one the runner's child could take as well: the same rules of carrying.
-    let outer = self_mountable(&ops, &grants, &[]);
     assert!(outer.len() > taken.len(), "{outer:?}");
 }
