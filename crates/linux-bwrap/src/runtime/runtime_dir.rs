@@ -250,7 +250,9 @@ fn foreign_placeholders_sweeping(base: &Path, own: Option<&Path>, sweep: bool) -
             continue;
         }
         match run_state(&entry) {
-            RunState::Gone if sweep => sweep_one(&path),
+            RunState::Gone if sweep => {
+                sweep_one(&path);
+            }
             RunState::Alive => {
                 foreign.extend(
                     crate::runtime::runtime_dir::placeholders::read_manifest(&path)
@@ -293,14 +295,47 @@ pub fn resolve_settled<T, E>(
 /// How many times [`resolve_settled`] resolves before it takes the last result.
 const SETTLE_TRIES: usize = 4;
 
-fn sweep_one(path: &Path) {
+/// Sweeps the runtime dir of a run found gone: its placeholders, then the directory.
+///
+/// Claimed first: its lock is taken again and held until the directory is gone, and the
+/// lock file must still be the one at its path. Two runs sweeping at once each found it
+/// gone; without the claim the second read its manifest before the first removed it, and
+/// removed "any empty" placeholder at those paths after the first was done, by which time a
+/// third run of the same project had made its own there (a kill -9, then a run: the new
+/// run's `.agents` went from under its bind, and it failed closed with ENOENT). Held, the
+/// lock makes the dir a live run's to everyone else until its placeholders are gone: a run
+/// starting meanwhile takes them for another's (missing names), and borrows or remakes them
+/// under the release lock (`placeholders::make_or_borrow`). Returns whether it swept.
+fn sweep_one(path: &Path) -> bool {
+    let claim = match open_lock(path, false) {
+        Ok(lock) => {
+            if !try_flock(&lock) || !same_file(&lock, &path.join(LOCK_FILE)) {
+                return false;
+            }
+            Some(lock)
+        }
+        // A dir never locked (no lock file), old enough to be a run that died being made.
+        Err(e) if e.kind() == io::ErrorKind::NotFound && path.is_dir() => None,
+        Err(_) => return false,
+    };
     let listed: Vec<(PathBuf, bool, Stamp)> =
         crate::runtime::runtime_dir::placeholders::read_manifest(path)
             .into_iter()
             .map(|(p, dir)| (p, dir, Stamp::ANY))
             .collect();
-    release_placeholders(&listed, None, &mut Spares::none());
+    // Its own uses (kept in its lock file) are cleared: it is not a live run to the release.
+    release_placeholders(&listed, Some(path), &mut Spares::none());
     let _ = std::fs::remove_dir_all(path);
+    drop(claim);
+    true
+}
+
+/// Whether `file` is the file at `path` (not followed if a link), still linked there.
+fn same_file(file: &File, path: &Path) -> bool {
+    match (file.metadata(), std::fs::symlink_metadata(path)) {
+        (Ok(held), Ok(there)) => held.dev() == there.dev() && held.ino() == there.ino(),
+        _ => false,
+    }
 }
 
 /// What an entry of the runtime base is.
@@ -340,8 +375,12 @@ fn run_state(entry: &std::fs::DirEntry) -> RunState {
             }
         }
         _ => {
-            let age = meta.modified().ok().and_then(|m| m.elapsed().ok()).unwrap_or_default();
-            if age.as_secs() > 60 { RunState::Gone } else { RunState::Other }
+            // Its status change, not its modification: a pooled dir renamed to a hidden name
+            // by a run taking it (`take_pooled`) was last written long ago, but renamed now.
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+            if now.saturating_sub(meta.ctime()) > 60 { RunState::Gone } else { RunState::Other }
         }
     }
 }

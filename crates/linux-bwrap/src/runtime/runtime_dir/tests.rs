@@ -178,6 +178,36 @@ fn created_locked_swept_only_when_dead_and_removed_on_drop() {
 }
 
 #[test]
+fn a_gone_run_is_swept_by_one_sweep_alone() {
+    // Two runs may both find a run gone. The one that sweeps holds its lock until the dir is
+    // gone; the other, finding the lock held, reads nothing of it: it would otherwise remove
+    // "any empty" placeholder at those paths, a new run's by then.
+    let _serial = one_at_a_time();
+    let dead = base().join("deadbeef0001");
+    std::fs::create_dir_all(&dead).unwrap();
+    std::fs::write(dead.join(LOCK_FILE), "").unwrap();
+    let ghost = std::env::temp_dir().join(format!("paddock-claimed-{}", std::process::id()));
+    std::fs::create_dir(&ghost).unwrap();
+    std::fs::write(
+        dead.join(crate::runtime::runtime_dir::placeholders::PLACEHOLDER_MANIFEST),
+        [b"d ".as_slice(), ghost.as_os_str().as_encoded_bytes(), b"\0"].concat(),
+    )
+    .unwrap();
+    let first = open_lock(&dead, false).unwrap();
+    assert!(try_flock(&first), "the first sweep's claim");
+    assert!(!sweep_one(&dead), "swept under another's claim");
+    assert!(ghost.is_dir() && dead.is_dir(), "touched under another's claim");
+    drop(first);
+    assert!(sweep_one(&dead));
+    assert!(!ghost.exists() && !dead.exists());
+    // Gone: a placeholder made at its path since is another run's.
+    std::fs::create_dir(&ghost).unwrap();
+    assert!(!sweep_one(&dead));
+    assert!(ghost.is_dir());
+    std::fs::remove_dir(&ghost).unwrap();
+}
+
+#[test]
 fn a_placeholder_made_during_resolution_makes_it_resolve_again() {
     let _serial = one_at_a_time();
     let me = RuntimeDir::create().unwrap();
