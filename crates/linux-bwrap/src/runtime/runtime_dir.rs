@@ -121,12 +121,30 @@ pub const POOL_DIR: &str = "pool";
 const POOLED_FILES: [&str; 2] =
     [LOCK_FILE, crate::runtime::runtime_dir::placeholders::MANIFEST_ASIDE];
 
+/// The empty directories a pooled runtime dir keeps: the observer's mount point (on the
+/// host it is an empty directory: the mount is in the sandbox's namespace). Removing it cost
+/// an observed run 0.4 ms on ext4 mounted with `discard`.
+const POOLED_DIRS: [&str; 1] = [crate::plan::OBSERVER_DIR];
+
+/// Whether `entry` of a runtime dir is kept in the pool: one of [`POOLED_FILES`], a regular
+/// file, or one of [`POOLED_DIRS`], an empty directory (not a link).
+fn pooled(entry: &std::fs::DirEntry) -> bool {
+    let name = entry.file_name();
+    let Ok(kind) = entry.file_type() else { return false };
+    if POOLED_FILES.iter().any(|kept| name == *kept) {
+        return kind.is_file();
+    }
+    POOLED_DIRS.iter().any(|kept| name == *kept)
+        && kind.is_dir()
+        && std::fs::read_dir(entry.path()).is_ok_and(|mut e| e.next().is_none())
+}
+
 /// How many released runtime dirs the pool keeps; more are removed.
 const POOL_SIZE: usize = 4;
 
 impl RuntimeDir {
     /// Moves this runtime dir to the pool, emptied but for its lock file, whose uses are
-    /// cleared; `false` when it was not (a full pool, or anything failing), and it is to be
+    /// cleared, and what [`pooled`] keeps; `false` when it was not (a full pool, or anything failing), and it is to be
     /// removed. Still locked while it moves: no sweep or scan sees it unlocked in the base.
     fn pool(&self) -> bool {
         let dir = self.path.as_path();
@@ -138,7 +156,7 @@ impl RuntimeDir {
         }
         let Ok(entries) = std::fs::read_dir(dir) else { return false };
         for entry in entries.flatten() {
-            if POOLED_FILES.iter().any(|kept| entry.file_name() == *kept) {
+            if pooled(&entry) {
                 continue;
             }
             let path = entry.path();
@@ -168,8 +186,8 @@ impl RuntimeDir {
 
 /// A runtime dir from the pool, renamed to `staging` and locked; its lock file is returned.
 /// Runs taking at once each get another (a rename moves a directory once). One holding
-/// anything but its regular files ([`POOLED_FILES`], the lock file unlocked) is removed,
-/// and the next is tried.
+/// anything but its regular files ([`POOLED_FILES`], the lock file unlocked) and empty
+/// directories ([`POOLED_DIRS`]) is removed, and the next is tried.
 fn take_pooled(base: &Path, staging: &Path) -> Option<File> {
     for entry in std::fs::read_dir(base.join(POOL_DIR)).ok()?.flatten() {
         if crate::runtime::runtime_dir::spares::rename_noreplace(&entry.path(), staging).is_err() {
@@ -179,8 +197,7 @@ fn take_pooled(base: &Path, staging: &Path) -> Option<File> {
         let only_its_files = std::fs::read_dir(staging).is_ok_and(|entries| {
             entries.flatten().all(|f| {
                 has_lock |= f.file_name() == LOCK_FILE;
-                POOLED_FILES.iter().any(|kept| f.file_name() == *kept)
-                    && f.file_type().is_ok_and(|t| t.is_file())
+                pooled(&f)
             })
         });
         if only_its_files

@@ -100,6 +100,7 @@ fn a_released_runtime_dir_waits_in_the_pool_emptied_and_the_next_run_takes_it() 
         "f /p/.bashrc\0",
     )
     .unwrap();
+    std::fs::create_dir(path.join(crate::plan::OBSERVER_DIR)).unwrap();
     first.record_uses([Path::new("/p/.git")].into_iter()).unwrap();
     drop(first);
     assert!(!path.exists() && !lock.exists(), "out of the base");
@@ -111,8 +112,12 @@ fn a_released_runtime_dir_waits_in_the_pool_emptied_and_the_next_run_takes_it() 
     kept.sort();
     assert_eq!(
         kept,
-        [crate::runtime::runtime_dir::placeholders::MANIFEST_ASIDE, LOCK_FILE],
-        "the lock file stays, the manifest waits aside"
+        [
+            crate::runtime::runtime_dir::placeholders::MANIFEST_ASIDE,
+            LOCK_FILE,
+            crate::plan::OBSERVER_DIR
+        ],
+        "the lock file stays, the manifest waits aside, the observer's mount point stays"
     );
     let uses = std::fs::read(pooled[0].join(LOCK_FILE)).unwrap();
     assert!(
@@ -138,7 +143,17 @@ fn a_released_runtime_dir_waits_in_the_pool_emptied_and_the_next_run_takes_it() 
     assert_ne!(std::fs::metadata(third.path().as_path()).unwrap().ino(), inode);
     assert!(!pooled[0].exists(), "removed");
     assert!(!third.path().as_path().join("planted").exists());
+    // Nor one whose observer's mount point holds anything.
+    std::fs::create_dir(third.path().as_path().join(crate::plan::OBSERVER_DIR)).unwrap();
     drop(third);
+    let pooled: Vec<PathBuf> =
+        std::fs::read_dir(&pool).unwrap().map(|e| e.unwrap().path()).collect();
+    assert!(pooled[0].join(crate::plan::OBSERVER_DIR).is_dir(), "kept, empty");
+    std::fs::write(pooled[0].join(crate::plan::OBSERVER_DIR).join("planted"), "x").unwrap();
+    let fourth = RuntimeDir::create().unwrap();
+    assert!(!pooled[0].exists(), "removed");
+    assert!(!fourth.path().as_path().join(crate::plan::OBSERVER_DIR).exists());
+    drop(fourth);
     // It keeps at most `POOL_SIZE`.
     let runs: Vec<RuntimeDir> = (0..POOL_SIZE + 2).map(|_| RuntimeDir::create().unwrap()).collect();
     drop(runs);
