@@ -99,6 +99,45 @@ impl PrivateNamespace {
         }
         make_root_private()
     }
+
+    /// [`enter`](Self::enter) through `sys` (a system call that returns -errno on failure and
+    /// writes no errno: a child running beside its parent in shared memory must not write
+    /// the parent's, see `crate::vfork::raw`). `Err(errno)` on failure.
+    ///
+    /// # Safety
+    /// `sys` must make system call `nr` with `args` as the kernel takes them.
+    pub(crate) unsafe fn enter_with(
+        &self,
+        sys: unsafe fn(libc::c_long, [usize; 6]) -> isize,
+    ) -> Result<(), i32> {
+        // Every call gets integers, or NUL-terminated strings and buffers of this namespace's,
+        // valid for the lengths passed.
+        let call = |nr: libc::c_long, args: [usize; 6]| -> Result<usize, i32> {
+            // SAFETY: `sys` makes the call (the caller's promise) with the arguments above.
+            let r = unsafe { sys(nr, args) };
+            usize::try_from(r).map_err(|_| i32::try_from(-r).unwrap_or(libc::EINVAL))
+        };
+        let write_file = |path: &CString, bytes: &[u8]| -> Result<(), i32> {
+            let flags = (libc::O_WRONLY | libc::O_CLOEXEC) as usize;
+            let at = libc::AT_FDCWD as usize;
+            let fd = call(libc::SYS_openat, [at, path.as_ptr() as usize, flags, 0, 0, 0])?;
+            let written =
+                call(libc::SYS_write, [fd, bytes.as_ptr() as usize, bytes.len(), 0, 0, 0]);
+            let _ = call(libc::SYS_close, [fd, 0, 0, 0, 0, 0]);
+            if written? == bytes.len() { Ok(()) } else { Err(libc::EIO) }
+        };
+        if self.root {
+            call(libc::SYS_unshare, [libc::CLONE_NEWNS as usize, 0, 0, 0, 0, 0])?;
+        } else {
+            let flags = (libc::CLONE_NEWUSER | libc::CLONE_NEWNS) as usize;
+            call(libc::SYS_unshare, [flags, 0, 0, 0, 0, 0])?;
+            write_file(&self.setgroups, b"deny")?;
+            write_file(&self.uid_map, &self.uid_line)?;
+            write_file(&self.gid_map, &self.gid_line)?;
+        }
+        let private = (libc::MS_REC | libc::MS_PRIVATE) as usize;
+        call(libc::SYS_mount, [0, c"/".as_ptr() as usize, 0, private, 0, 0]).map(drop)
+    }
 }
 
 /// `struct mount_attr` of `<linux/mount.h>` (the libc crate does not define it).

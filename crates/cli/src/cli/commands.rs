@@ -311,11 +311,14 @@ fn observes(mode: paddock_policy::ItemizeMode, facts: &HostFacts) -> bool {
 }
 
 /// A bwrap started now for the run's plan
-/// ([`paddock_linux_bwrap::runtime::prespawn`]), when the flag or `PADDOCK_ITEMIZE` says
-/// the run is not itemized or is itemized by strace attached to the supervisor (the
-/// observers and strace around bwrap spawn it their own way), and bwrap is here. `early`
-/// is the one started from the raw command line: used when it is the bwrap wanted, else
-/// killed. `None` otherwise, or when it cannot be started (the spawn then says why).
+/// ([`paddock_linux_bwrap::runtime::prespawn`]), when bwrap is here and the run will spawn it
+/// in a way that can wait for the plan: not itemized, or itemized by strace attached to the
+/// supervisor (the flag's or `PADDOCK_ITEMIZE`'s mode), or by the observers (that mode, or
+/// none given: the config's, `auto` unless it says otherwise, observes where the host can),
+/// in a namespace of its own. strace around bwrap spawns it its own way. `early` is the one
+/// started from the raw command line: used when it is the one wanted, else killed. `None`
+/// otherwise, or when it cannot be started (the spawn then says why). A guess the config
+/// proves wrong costs a bwrap started and killed on another CPU.
 #[cfg(target_os = "linux")]
 fn prespawn_for(
     args: &PolicyArgs,
@@ -326,13 +329,14 @@ fn prespawn_for(
         return None;
     }
     let mode = args.itemize.map(paddock_policy::ItemizeMode::from).or_else(itemize_env);
-    if !prespawns(mode) {
-        return None;
-    }
+    let kind =
+        prespawn_kind(mode, || observes(mode.unwrap_or(paddock_policy::ItemizeMode::Auto), facts))?;
     let bwrap = facts.bwrap.as_deref().and_then(AbsPathBuf::new_lexical)?;
     match early {
-        Some(pre) if pre.program() == &bwrap => Some(pre),
-        _ => Prespawned::start(&bwrap).ok(),
+        Some(pre) if pre.program() == &bwrap && pre.is_observed() == (kind == Kind::Observed) => {
+            Some(pre)
+        }
+        _ => kind.start(&bwrap),
     }
 }
 
@@ -342,16 +346,41 @@ fn itemize_env() -> Option<paddock_policy::ItemizeMode> {
     std::env::var(ITEMIZE_ENV).ok().as_deref().and_then(paddock_policy::ItemizeMode::parse)
 }
 
-/// Whether a run itemized by `mode` (the flag's or the environment's) spawns bwrap plainly,
-/// so that it may be started before the plan: not itemized, or by strace attached to the
-/// supervisor.
+/// Which bwrap a run waits with.
 #[cfg(target_os = "linux")]
-fn prespawns(mode: Option<paddock_policy::ItemizeMode>) -> bool {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// Spawned plainly: not itemized, or by strace attached to the supervisor.
+    Plain,
+    /// In a namespace of its own, for the observers.
+    Observed,
+}
+
+#[cfg(target_os = "linux")]
+impl Kind {
+    fn start(self, bwrap: &AbsPathBuf) -> Option<Prespawned> {
+        match self {
+            Kind::Plain => Prespawned::start(bwrap).ok(),
+            Kind::Observed => Prespawned::start_observed(bwrap).ok(),
+        }
+    }
+}
+
+/// The bwrap a run itemized by `mode` (the flag's or the environment's; `None`: the
+/// config's, `auto` unless it says otherwise) waits with, if any; `observed` says whether
+/// the observers would itemize it (asked only when it matters).
+#[cfg(target_os = "linux")]
+fn prespawn_kind(
+    mode: Option<paddock_policy::ItemizeMode>,
+    observed: impl FnOnce() -> bool,
+) -> Option<Kind> {
     use paddock_policy::ItemizeMode;
     match mode {
-        Some(ItemizeMode::Off) => true,
-        Some(ItemizeMode::Strace) => toggles_from_env().strace_attach,
-        _ => false,
+        Some(ItemizeMode::Off) => Some(Kind::Plain),
+        Some(ItemizeMode::Strace) => toggles_from_env().strace_attach.then_some(Kind::Plain),
+        None | Some(ItemizeMode::Auto | ItemizeMode::Observe) => {
+            observed().then_some(Kind::Observed)
+        }
     }
 }
 
@@ -366,20 +395,28 @@ pub type Prespawned = paddock_linux_bwrap::runtime::prespawn::Prespawned;
 /// for its setup never sees any).
 #[cfg(target_os = "linux")]
 pub fn prespawn_early(argv: &[std::ffi::OsString]) -> Option<Prespawned> {
-    if prespawns(early_itemize_mode(argv, itemize_env)) {
-        let bwrap = paddock_linux_bwrap::probe::trusted_bwrap()?;
-        return Prespawned::start(&bwrap).ok();
-    }
-    None
+    let mode = early_itemize_mode(argv, itemize_env)?;
+    // Before the host is probed: the observers need the FUSE device at least.
+    let kind = prespawn_kind(mode, || {
+        toggles_from_env().observers
+            && nix::unistd::access(
+                paddock_linux_bwrap::observe_fs::DEV_FUSE,
+                nix::unistd::AccessFlags::R_OK | nix::unistd::AccessFlags::W_OK,
+            )
+            .is_ok()
+    })?;
+    let bwrap = paddock_linux_bwrap::probe::trusted_bwrap()?;
+    kind.start(&bwrap)
 }
 
 /// The itemizing mode a raw `paddock run` command line asks for (see [`prespawn_early`]),
-/// `env` when it gives none; `None` for any other command, or another backend's run.
+/// `env` when it gives none (`Some(None)` when neither does: the config's); `None` for any
+/// other command, or another backend's run.
 #[cfg(target_os = "linux")]
 fn early_itemize_mode(
     argv: &[std::ffi::OsString],
     env: impl FnOnce() -> Option<paddock_policy::ItemizeMode>,
-) -> Option<paddock_policy::ItemizeMode> {
+) -> Option<Option<paddock_policy::ItemizeMode>> {
     if argv.get(1).is_none_or(|a| a != "run") {
         return None;
     }
@@ -394,10 +431,10 @@ fn early_itemize_mode(
             _ => {}
         }
     }
-    match flag {
+    Some(match flag {
         Some(value) => paddock_policy::ItemizeMode::parse(value),
         None => env(),
-    }
+    })
 }
 
 /// What the binary hands a `run`: the bwrap it started early, and the read end of its
@@ -532,20 +569,27 @@ mod early_tests {
                 std::iter::once("paddock").chain(args.iter().copied()).map(Into::into).collect();
             early_itemize_mode(&argv, || env)
         };
-        assert_eq!(mode(&["run", "--itemize", "off", "--", "true"], None), Some(ItemizeMode::Off));
+        let off = Some(Some(ItemizeMode::Off));
+        assert_eq!(mode(&["run", "--itemize", "off", "--", "true"], None), off);
+        assert_eq!(mode(&["run", "-C", "p", "--itemize=off", "true"], None), off);
         assert_eq!(
-            mode(&["run", "-C", "p", "--itemize=off", "true"], None),
-            Some(ItemizeMode::Off)
+            mode(&["run", "--", "x", "--itemize", "off"], None),
+            Some(None),
+            "the task's own"
         );
-        assert_eq!(mode(&["run", "--", "x", "--itemize", "off"], None), None, "the task's own");
-        assert_eq!(mode(&["run", "--", "x"], Some(ItemizeMode::Off)), Some(ItemizeMode::Off));
+        assert_eq!(mode(&["run", "--", "x"], Some(ItemizeMode::Off)), off);
         assert_eq!(
             mode(&["run", "--itemize", "observe", "--", "x"], Some(ItemizeMode::Off)),
-            Some(ItemizeMode::Observe)
+            Some(Some(ItemizeMode::Observe))
         );
         assert_eq!(mode(&["plan", "--itemize", "off", "--", "x"], None), None);
         let seatbelt = ["run", "--backend", "macos-seatbelt", "--itemize", "off", "--", "x"];
         assert_eq!(mode(&seatbelt, None), None);
-        assert!(prespawns(Some(ItemizeMode::Off)) && !prespawns(Some(ItemizeMode::Observe)));
+        let kind = |mode, observed| prespawn_kind(mode, || observed);
+        assert_eq!(kind(Some(ItemizeMode::Off), true), Some(Kind::Plain));
+        assert_eq!(kind(Some(ItemizeMode::Observe), true), Some(Kind::Observed));
+        assert_eq!(kind(None, true), Some(Kind::Observed), "the config's: auto unless it says");
+        assert_eq!(kind(None, false), None, "a host without the observers");
+        assert_eq!(kind(Some(ItemizeMode::Auto), false), None);
     }
 }

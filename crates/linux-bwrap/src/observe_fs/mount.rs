@@ -65,6 +65,12 @@ impl ObserverMount {
     /// The FUSE descriptor is close-on-exec: the mount holds the kernel's reference.
     pub fn enter(&self) -> io::Result<()> {
         self.namespace.enter()?;
+        self.mount_here()
+    }
+
+    /// [`enter`](Self::enter) without entering a namespace: in a child that joined one made
+    /// before (a prespawned bwrap's, `crate::runtime::prespawn`). The same rules hold.
+    pub fn mount_here(&self) -> io::Result<()> {
         // SAFETY: a NUL-terminated path; the result is checked and owned below.
         let dev = unsafe { libc::open(self.dev_fuse.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
         check(dev)?;

@@ -118,11 +118,29 @@ impl SpawnedChild {
 /// starting one. A trait, so that this module, the one that spawns, does not depend on how
 /// such a process was started.
 pub trait Waiting: std::fmt::Debug + Send {
-    /// Whether it can run `plan` with `output`; `simple` when the spawn hands nothing else
-    /// (no tracer's descriptors, no inherited channels, no observer).
-    fn fits(&self, plan: &SpawnPlan, output: Output, simple: bool) -> bool;
-    /// Hands it `plan`: the child and the runner's end of its signal channel.
-    fn complete(self: Box<Self>, plan: &SpawnPlan) -> Result<(SpawnedChild, Option<UnixStream>)>;
+    /// Whether it can run `plan` with `output`, the spawn handing what `shape` says.
+    fn fits(&self, plan: &SpawnPlan, output: Output, shape: &SpawnShape) -> bool;
+    /// Hands it `plan`, with the observer and the self mounts to make before bwrap reads
+    /// it: the child and the runner's end of its signal channel.
+    fn complete(
+        self: Box<Self>,
+        plan: &SpawnPlan,
+        observer: Option<&ObserverMount>,
+        self_mounts: &crate::private_ns::SelfMounts,
+    ) -> Result<(SpawnedChild, Option<UnixStream>)>;
+}
+
+/// What a spawn hands its child besides the plan, for [`Waiting::fits`].
+#[derive(Debug)]
+pub struct SpawnShape {
+    /// The targets of the extra descriptors (a tracer's log, the observers' record pipe).
+    pub extra: Vec<RawFd>,
+    /// The targets of the inherited channels (port grants).
+    pub inherits: Vec<RawFd>,
+    /// Whether there is an observer to mount.
+    pub observer: bool,
+    /// Whether there are paths to mount onto themselves before bwrap.
+    pub self_mounts: bool,
 }
 
 /// Where one of the child's standard streams goes.
@@ -191,11 +209,13 @@ pub fn spawn_with(
 ) -> Result<Spawned> {
     let self_mounts = crate::private_ns::SelfMounts::new(&plan.link_mounts, &plan.self_mounts)
         .map_err(crate::Error::run)?;
-    let fits = prespawned.as_ref().is_some_and(|pre| {
-        let simple =
-            extra.is_empty() && inherit.is_empty() && observer.is_none() && self_mounts.is_empty();
-        pre.fits(plan, output, simple)
-    });
+    let shape = SpawnShape {
+        extra: extra.iter().map(|e| e.1).collect(),
+        inherits: inherit.iter().map(|e| e.1).collect(),
+        observer: observer.is_some(),
+        self_mounts: !self_mounts.is_empty(),
+    };
+    let fits = prespawned.as_ref().is_some_and(|pre| pre.fits(plan, output, &shape));
     // An unfitting one is killed first: it never sees this plan's placeholders.
     let prespawned = prespawned.filter(|_| fits);
     let placeholders = Placeholders::create(&plan.placeholders, runtime_dir)?;
@@ -205,7 +225,9 @@ pub fn spawn_with(
     // borrowed there.
     let plan = &*crate::mount_ids::stamped_plan(plan).map_err(crate::Error::run)?;
     if let Some(pre) = prespawned {
-        let (child, signal_tx) = pre.complete(plan)?;
+        // What it was handed (the record pipe's write end) it has at its place already.
+        drop(extra);
+        let (child, signal_tx) = pre.complete(plan, observer, &self_mounts)?;
         return Ok(Spawned { child, signal_tx, placeholders });
     }
 

@@ -112,8 +112,13 @@ pub fn run(
             return Ok(None);
         }
     };
-    let (record_rx, record_tx) =
-        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("cannot make the record pipe")?;
+    // A bwrap waiting for an observed run has the record pipe already (its write end at its
+    // place): read from that one.
+    let (record_rx, record_tx) = match opts.prespawned.take_record_for(plan, opts.stdio) {
+        Some(pair) => pair,
+        None => nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .context("cannot make the record pipe")?,
+    };
     // Each reader sends what it saw when its source ends: the record pipe when the supervisor
     // is gone, the observer's channel when its serving thread is.
     let (done_tx, done_rx) = crossbeam_channel::bounded::<Seen>(2);

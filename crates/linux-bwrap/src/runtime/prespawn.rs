@@ -35,7 +35,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::Context;
 use crate::runtime::{Result, bail};
-use crate::{ARGS_FD, SECCOMP_FD, SIGNAL_FD, SUPERVISOR_FD};
+use crate::{ARGS_FD, RECORD_FD, SECCOMP_FD, SIGNAL_FD, SUPERVISOR_FD};
 use paddock_policy::{AbsPathBuf, SpawnPlan};
 
 use crate::runtime::exec::{Output, SpawnedChild};
@@ -54,6 +54,14 @@ pub struct Prespawned {
     /// The runner's CPU affinity, given back to bwrap before its setup, when it started on
     /// fewer CPUs.
     affinity: Option<libc::cpu_set_t>,
+    /// For an observed run: the private namespace bwrap waits in, where the observer is
+    /// mounted once planned ([`Prespawned::start_observed`]).
+    namespace: Option<crate::private_ns::PrivateNamespace>,
+    /// For an observed run: the record pipe, whose write end bwrap has at [`RECORD_FD`]
+    /// (read end, write end), until the run takes it ([`PrespawnSlot::take_record_for`]).
+    record: Option<(OwnedFd, OwnedFd)>,
+    /// Whether the run took the record pipe: only then does an observed plan fit.
+    record_taken: bool,
 }
 
 impl std::fmt::Debug for Prespawned {
@@ -69,10 +77,36 @@ impl Prespawned {
     /// Starts `bwrap` with every plan's command line and descriptors, waiting for its
     /// arguments.
     pub fn start(bwrap: &AbsPathBuf) -> Result<Prespawned> {
+        Prespawned::start_in(bwrap, None)
+    }
+
+    /// [`Prespawned::start`] for a run itemized by the observers: bwrap waits in a private
+    /// mount namespace of its own (and a user namespace mapping this process's ids, when not
+    /// root), which the child enters before it executes bwrap, and has the write end of a
+    /// record pipe at [`RECORD_FD`]. Once planned, a short-lived child joins that namespace
+    /// and mounts the observer and the plan's self mounts there, as the child of an
+    /// unprepared spawn does before it executes bwrap; then bwrap gets its setup.
+    pub fn start_observed(bwrap: &AbsPathBuf) -> Result<Prespawned> {
+        Prespawned::start_in(bwrap, Some(crate::private_ns::PrivateNamespace::for_this_process()))
+    }
+
+    fn start_in(
+        bwrap: &AbsPathBuf,
+        namespace: Option<crate::private_ns::PrivateNamespace>,
+    ) -> Result<Prespawned> {
         let (args_r, args_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .context("cannot create bwrap's argument pipe")?;
         let mut keep: Vec<OwnedFd> = vec![args_r];
         let mut pairs: Vec<(RawFd, RawFd)> = vec![(keep[0].as_raw_fd(), ARGS_FD)];
+        let record = match namespace {
+            Some(_) => {
+                let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+                    .context("cannot make the record pipe")?;
+                pairs.push((w.as_raw_fd(), RECORD_FD));
+                Some((r, w))
+            }
+            None => None,
+        };
         let mut payloads = Vec::new();
         for (name, fd) in [
             ("supervisor", SUPERVISOR_FD),
@@ -87,7 +121,7 @@ impl Prespawned {
         pairs.push((theirs.as_raw_fd(), SIGNAL_FD));
         keep.push(OwnedFd::from(theirs));
         let max_target = pairs.iter().map(|p| p.1).max().unwrap_or(2);
-        let (starting, affinity) = spawn_elsewhere(bwrap, &pairs, max_target)
+        let (starting, affinity) = spawn_elsewhere(bwrap, &pairs, max_target, namespace.clone())
             .with_context(|| format!("cannot start {}", bwrap))?;
         // The child has copies of its own.
         drop(keep);
@@ -100,7 +134,15 @@ impl Prespawned {
             args: Some(File::from(args_w)),
             payloads,
             signal_tx: Some(ours),
+            namespace,
+            record,
+            record_taken: false,
         })
+    }
+
+    /// Whether it waits for an observed run ([`Prespawned::start_observed`]).
+    pub fn is_observed(&self) -> bool {
+        self.namespace.is_some()
     }
 
     /// Whether `plan` can be handed to this bwrap: the same program and command line, no
@@ -136,16 +178,94 @@ impl Prespawned {
             && plan.env.is_empty()
             && plan.cwd.as_path() == Path::new("/")
             && plan.signal_fd == Some(SIGNAL_FD)
-            && plan.observer.is_none()
+            && plan.observer.is_some() == self.is_observed()
+            && (!self.is_observed() || self.record_taken)
             && descriptors
+    }
+
+    /// Joins the namespace bwrap waits in, from a short-lived child (`setns` needs a process
+    /// of its own: the runner has threads), and mounts `observer` and `self_mounts` there.
+    /// The child shares this process's memory until it exits (`vfork`): it makes system
+    /// calls on data prepared before, with every signal blocked.
+    fn mount_in_namespace(
+        &self,
+        observer: Option<&crate::observe_fs::ObserverMount>,
+        self_mounts: &crate::private_ns::SelfMounts,
+    ) -> std::io::Result<()> {
+        use std::sync::atomic::{AtomicI32, Ordering};
+        let Some(namespace) = &self.namespace else { return Ok(()) };
+        let pid = self.child.as_ref().map_or(0, |c| c.pid);
+        // bwrap is our child, not reaped: the pid is still its.
+        let open = |name: &str| File::open(format!("/proc/{pid}/ns/{name}"));
+        let user = if namespace.is_root() { None } else { Some(open("user")?) };
+        let mnt = open("mnt")?;
+        let failed = AtomicI32::new(0);
+        let join_and_mount = || -> std::io::Result<()> {
+            if let Some(user) = &user {
+                // SAFETY: setns on a descriptor we own.
+                crate::private_ns::check(unsafe {
+                    libc::setns(user.as_raw_fd(), libc::CLONE_NEWUSER)
+                })?;
+            }
+            // SAFETY: as above.
+            crate::private_ns::check(unsafe { libc::setns(mnt.as_raw_fd(), libc::CLONE_NEWNS) })?;
+            if let Some(observer) = observer {
+                observer.mount_here()?;
+            }
+            self_mounts.mount()
+        };
+        // SAFETY: sigfillset and pthread_sigmask with valid pointers: the child runs on our
+        // memory and must not run our handlers.
+        let old_mask = unsafe {
+            let mut all: libc::sigset_t = std::mem::zeroed();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&mut all);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+            old
+        };
+        let helper = crate::vfork::spawn(|| match join_and_mount() {
+            Ok(()) => 0,
+            Err(e) => {
+                failed.store(e.raw_os_error().unwrap_or(libc::EIO), Ordering::Release);
+                1
+            }
+        });
+        // SAFETY: restoring this thread's own mask.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old_mask, std::ptr::null_mut()) };
+        let helper = helper?;
+        let mut status = 0;
+        // SAFETY: waitpid on our own child with a valid status pointer.
+        while unsafe { libc::waitpid(helper, &mut status, libc::__WALL) } < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+        match failed.load(Ordering::Acquire) {
+            0 if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 => Ok(()),
+            0 => Err(std::io::Error::other(format!(
+                "the child mounting in bwrap's namespace ended with status {status}"
+            ))),
+            errno => Err(std::io::Error::from_raw_os_error(errno)),
+        }
     }
 
     /// Writes `plan`'s payloads into the memfds, then its arguments into the pipe and closes
     /// it: bwrap goes on. Returns the child and the runner's end of the signal channel.
-    fn complete_plan(mut self, plan: &SpawnPlan) -> Result<(SpawnedChild, Option<UnixStream>)> {
+    fn complete_plan(
+        mut self,
+        plan: &SpawnPlan,
+        observer: Option<&crate::observe_fs::ObserverMount>,
+        self_mounts: &crate::private_ns::SelfMounts,
+    ) -> Result<(SpawnedChild, Option<UnixStream>)> {
         if !self.started() {
             bail!("{} did not start", self.program);
         }
+        // Before bwrap can read its setup: what it binds from the observer must be there.
+        self.mount_in_namespace(observer, self_mounts).map_err(|source| crate::Error::Spawn {
+            program: self.program.as_path().to_path_buf(),
+            source,
+        })?;
         for payload in &plan.payloads {
             if payload.fd == ARGS_FD {
                 continue;
@@ -221,6 +341,8 @@ struct ChildSetup {
     targets: Vec<(RawFd, RawFd)>,
     /// The CPUs the child moves to, when the runner has others than its own.
     others: Option<libc::cpu_set_t>,
+    /// The namespace the child enters before it executes bwrap (an observed run's).
+    namespace: Option<crate::private_ns::PrivateNamespace>,
     /// The errno of the child's `execve`, once it failed.
     failed: std::sync::atomic::AtomicI32,
 }
@@ -285,6 +407,12 @@ impl ChildSetup {
                     sys(libc::SYS_rt_sigaction, [sig, default.as_ptr() as usize, 0, 8, 0, 0]);
                 }
             }
+            if let Some(namespace) = &self.namespace
+                && let Err(errno) = namespace.enter_with(sys)
+            {
+                self.failed.store(errno, Ordering::Release);
+                sys(libc::SYS_exit_group, [127, 0, 0, 0, 0, 0]);
+            }
             sys(libc::SYS_setpgid, [0; 6]);
             let mut ok = sys(libc::SYS_chdir, [c"/".as_ptr() as usize, 0, 0, 0, 0, 0]) == 0;
             for &(fd, dst) in &self.targets {
@@ -328,6 +456,7 @@ fn spawn_elsewhere(
     bwrap: &AbsPathBuf,
     pairs: &[(RawFd, RawFd)],
     max_target: RawFd,
+    namespace: Option<crate::private_ns::PrivateNamespace>,
 ) -> Result<(Starting, Option<libc::cpu_set_t>)> {
     use std::ffi::CString;
     use std::os::unix::ffi::OsStrExt;
@@ -367,6 +496,7 @@ fn spawn_elsewhere(
         envp: [std::ptr::null()],
         targets,
         others,
+        namespace,
         failed: std::sync::atomic::AtomicI32::new(0),
     });
 
@@ -425,12 +555,31 @@ fn spawn_elsewhere(
 }
 
 impl crate::runtime::exec::Waiting for Prespawned {
-    fn fits(&self, plan: &SpawnPlan, output: Output, simple: bool) -> bool {
+    fn fits(
+        &self,
+        plan: &SpawnPlan,
+        output: Output,
+        shape: &crate::runtime::exec::SpawnShape,
+    ) -> bool {
+        let simple = shape.inherits.is_empty()
+            && if self.is_observed() {
+                // The one descriptor handed is the record pipe's write end, which bwrap has
+                // at its place already; the observer and the self mounts are made in its
+                // namespace.
+                shape.extra == [RECORD_FD] && shape.observer
+            } else {
+                shape.extra.is_empty() && !shape.observer && !shape.self_mounts
+            };
         self.fits_plan(plan, output, simple)
     }
 
-    fn complete(self: Box<Self>, plan: &SpawnPlan) -> Result<(SpawnedChild, Option<UnixStream>)> {
-        self.complete_plan(plan)
+    fn complete(
+        self: Box<Self>,
+        plan: &SpawnPlan,
+        observer: Option<&crate::observe_fs::ObserverMount>,
+        self_mounts: &crate::private_ns::SelfMounts,
+    ) -> Result<(SpawnedChild, Option<UnixStream>)> {
+        self.complete_plan(plan, observer, self_mounts)
     }
 }
 
@@ -447,6 +596,24 @@ impl PrespawnSlot {
     /// Takes the waiting bwrap, if there still is one.
     pub fn take(&self) -> Option<Prespawned> {
         self.0.lock().ok().and_then(|mut p| p.take())
+    }
+
+    /// For an observed run of `plan` with `output`: the record pipe of the waiting bwrap
+    /// (read end, write end), when it waits for an observed run and the plan fits it. The run
+    /// reads the records from that read end and hands the write end to the spawn, which,
+    /// should the waiting bwrap not be used after all, gives it to the bwrap it spawns.
+    pub fn take_record_for(&self, plan: &SpawnPlan, output: Output) -> Option<(OwnedFd, OwnedFd)> {
+        let mut slot = self.0.lock().ok()?;
+        let pre = slot.as_mut()?;
+        if !pre.is_observed() {
+            return None;
+        }
+        pre.record_taken = true;
+        if !pre.fits_plan(plan, output, true) {
+            pre.record_taken = false;
+            return None;
+        }
+        pre.record.take()
     }
 }
 
@@ -486,5 +653,58 @@ mod tests {
         drop(pre);
         // SAFETY: kill with signal 0 only checks for the process.
         assert_ne!(unsafe { libc::kill(pid, 0) }, 0, "killed and reaped");
+    }
+
+    #[test]
+    fn an_observed_prespawn_waits_in_a_namespace_of_its_own_where_the_mounts_are_made() {
+        let Some(bwrap) = ["/usr/bin/bwrap", "/usr/local/bin/bwrap"]
+            .iter()
+            .find(|p| Path::new(p).exists())
+            .and_then(AbsPathBuf::new_lexical)
+        else {
+            paddock_test_support::skip("bwrap is not installed (apt-get install bubblewrap)", None);
+            return;
+        };
+        let mut pre = match Prespawned::start_observed(&bwrap) {
+            Ok(pre) => pre,
+            Err(e) => panic!("{e}"),
+        };
+        if !pre.started() {
+            // The namespace could not be made here (no user namespaces for this user).
+            paddock_test_support::skip("no private namespace for a prespawned bwrap", None);
+            return;
+        }
+        assert!(pre.is_observed());
+        let pid = pre.child.as_ref().unwrap().pid;
+        let ns = |who: &str| std::fs::read_link(format!("/proc/{who}/ns/mnt")).unwrap();
+        assert_ne!(ns(&pid.to_string()), ns("self"), "bwrap waits in a mount namespace of its own");
+        // bwrap has the record pipe's write end at its place.
+        let (_, write) = pre.record.as_ref().unwrap();
+        let ours = std::fs::read_link(format!("/proc/self/fd/{}", write.as_raw_fd())).unwrap();
+        let its = std::fs::read_link(format!("/proc/{pid}/fd/{RECORD_FD}")).unwrap();
+        assert_eq!(ours, its);
+        // A path mounted onto itself there is read-only there, and nothing changes here.
+        let dir = std::env::temp_dir().join(format!("paddock-prespawn-ns-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mounts = crate::private_ns::SelfMounts::new(
+            &[],
+            &[paddock_policy::SelfMount {
+                path: AbsPathBuf::new_lexical(&dir).unwrap(),
+                read_only: true,
+                source: None,
+            }],
+        )
+        .unwrap();
+        pre.mount_in_namespace(None, &mounts).unwrap();
+        let listed = |who: &str| {
+            std::fs::read_to_string(format!("/proc/{who}/mountinfo"))
+                .unwrap()
+                .lines()
+                .any(|l| l.split(' ').nth(4) == Some(dir.to_str().unwrap()))
+        };
+        assert!(listed(&pid.to_string()), "mounted in bwrap's namespace");
+        assert!(!listed("self"), "not in ours");
+        drop(pre);
+        std::fs::remove_dir(&dir).unwrap();
     }
 }
