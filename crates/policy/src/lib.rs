@@ -106,7 +106,7 @@ pub use plan::{
     SelfMount, SpawnPlan, Task,
 };
 pub use protected::{PROTECTED_NAMES, ProtectedName, Scope};
-pub use report::{CREATED, ReportFilter, cwd_hint, summarize};
+pub use report::{CREATED, IgnoreGlobs, ReportFilter, cwd_hint, summarize};
 pub use resolve::{Context, canonicalize, resolve};
 pub use resolved::{
     DenyAnchor, Exception, GlobKind, GlobRule, IgnoreRules, NetworkPolicy, ProtectedPath,

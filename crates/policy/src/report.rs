@@ -18,20 +18,39 @@ use crate::violation::{Violation, ViolationKind};
 #[derive(Debug)]
 pub struct ReportFilter<'a> {
     policy: &'a ResolvedPolicy,
-    ignore_read: GlobSet,
-    ignore_write: GlobSet,
-    ignore_unix_sockets: GlobSet,
+    globs: std::borrow::Cow<'a, IgnoreGlobs>,
+}
+
+/// The policy's `ignore.*` patterns, compiled: what a [`ReportFilter`] costs to make. A
+/// reader that filters violations one at a time as they come compiles them once and keeps
+/// them ([`ReportFilter::with`]).
+#[derive(Clone, Debug)]
+pub struct IgnoreGlobs {
+    read: GlobSet,
+    write: GlobSet,
+    unix_sockets: GlobSet,
+}
+
+impl IgnoreGlobs {
+    /// Compiles the `ignore.*` patterns of `policy`.
+    pub fn new(policy: &ResolvedPolicy) -> IgnoreGlobs {
+        IgnoreGlobs {
+            read: globs(&policy.ignore.read),
+            write: globs(&policy.ignore.write),
+            unix_sockets: globs(&policy.ignore.unix_sockets),
+        }
+    }
 }
 
 impl<'a> ReportFilter<'a> {
     /// A filter for a resolved policy.
     pub fn new(policy: &'a ResolvedPolicy) -> ReportFilter<'a> {
-        ReportFilter {
-            policy,
-            ignore_read: globs(&policy.ignore.read),
-            ignore_write: globs(&policy.ignore.write),
-            ignore_unix_sockets: globs(&policy.ignore.unix_sockets),
-        }
+        ReportFilter { policy, globs: std::borrow::Cow::Owned(IgnoreGlobs::new(policy)) }
+    }
+
+    /// A filter for `policy` with its patterns compiled before (`IgnoreGlobs::new(policy)`).
+    pub fn with(policy: &'a ResolvedPolicy, globs: &'a IgnoreGlobs) -> ReportFilter<'a> {
+        ReportFilter { policy, globs: std::borrow::Cow::Borrowed(globs) }
     }
 
     /// Whether `v` is reported. `spelled` is the path as the task spelled it (before
@@ -49,8 +68,8 @@ impl<'a> ReportFilter<'a> {
                         .is_some_and(|s| self.policy.report.linked.iter().any(|l| s.starts_with(l)))
                 });
                 let ignored = match v.kind {
-                    ViolationKind::Read => self.ignore_read.is_match(path),
-                    _ => self.ignore_write.is_match(path),
+                    ViolationKind::Read => self.globs.read.is_match(path),
+                    _ => self.globs.write.is_match(path),
                 };
                 (within(path) || linked) && !ignored
             }
@@ -76,7 +95,7 @@ impl<'a> ReportFilter<'a> {
             // service cache for every user name): reported only once the ignore list is
             // emptied.
             ViolationKind::UnixSocket => match &v.path {
-                Some(p) => !self.ignore_unix_sockets.is_match(p),
+                Some(p) => !self.globs.unix_sockets.is_match(p),
                 None => self.policy.ignore.unix_sockets.is_empty(),
             },
             ViolationKind::MachLookup | ViolationKind::NewRepository => true,

@@ -244,6 +244,10 @@ impl Seen {
             ));
         }
         let all = self.set.into_vec();
+        if all.is_empty() {
+            // The filter compiles the policy's globs: not for nothing to filter.
+            return all;
+        }
         let written: Vec<PathBuf> = all
             .iter()
             .filter(|v| v.kind == ViolationKind::Write)

@@ -320,6 +320,8 @@ pub struct Violations {
     pub reported: ViolationSet,
     /// How many denials the filter dropped (enforced silently).
     pub silent: u64,
+    /// The policy's ignore patterns, compiled at the first denial.
+    ignore: std::cell::OnceCell<paddock_policy::IgnoreGlobs>,
 }
 
 impl Violations {
@@ -330,6 +332,7 @@ impl Violations {
                 .gated(crate::SUPERVISOR_PATH.as_bytes()),
             reported: ViolationSet::new(),
             silent: 0,
+            ignore: std::cell::OnceCell::new(),
         }
     }
 
@@ -340,6 +343,7 @@ impl Violations {
             classifier: Classifier::new(policy, RealHost, cwd).gated_on_shim(),
             reported: ViolationSet::new(),
             silent: 0,
+            ignore: std::cell::OnceCell::new(),
         }
     }
 
@@ -354,6 +358,7 @@ impl Violations {
             classifier: Classifier::new(policy, RealHost, cwd).gated_on_supervisor(supervisor),
             reported: ViolationSet::new(),
             silent: 0,
+            ignore: std::cell::OnceCell::new(),
         }
     }
 }
@@ -361,7 +366,9 @@ impl Violations {
 impl Observer for Violations {
     fn event(&mut self, event: &Event<'_>) {
         if let Some(found) = self.classifier.observe(event) {
-            let filter = ReportFilter::new(self.classifier.policy());
+            let policy = self.classifier.policy();
+            let ignore = self.ignore.get_or_init(|| paddock_policy::IgnoreGlobs::new(policy));
+            let filter = ReportFilter::with(policy, ignore);
             if filter.keep(&found.violation, found.spelled.as_deref()) {
                 self.reported.add(found.violation);
             } else {
