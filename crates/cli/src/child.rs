@@ -267,6 +267,98 @@ impl std::fmt::Debug for Extras {
     }
 }
 
+/// Which bwrap a run waits with ([`paddock_linux_bwrap::runtime::prespawn`]).
+#[cfg(target_os = "linux")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PrespawnKind {
+    /// Spawned plainly: not itemized, or by strace attached to the supervisor.
+    Plain,
+    /// In a namespace of its own, for the observers.
+    Observed,
+}
+
+#[cfg(target_os = "linux")]
+impl PrespawnKind {
+    /// Whether it waits for an observed run.
+    pub(crate) fn observed(self) -> bool {
+        self == PrespawnKind::Observed
+    }
+
+    /// Starts `bwrap` of this kind for a task whose streams are `output`; `None` when it
+    /// cannot be started (the spawn then says why).
+    pub(crate) fn start(
+        self,
+        bwrap: &paddock_policy::AbsPathBuf,
+        output: paddock_linux_bwrap::runtime::exec::Output,
+    ) -> Option<paddock_linux_bwrap::runtime::prespawn::Prespawned> {
+        paddock_linux_bwrap::runtime::prespawn::Prespawned::start_for(
+            bwrap,
+            self.observed(),
+            output,
+        )
+        .ok()
+    }
+}
+
+/// The bwrap a run itemized by `mode` (the caller's; `None`: the config's, `auto` unless it
+/// says otherwise) waits with, if any: plainly when not itemized or itemized by strace
+/// attached to the supervisor, in a namespace of its own for the observers. strace around
+/// bwrap spawns it its own way. `observed` says whether the observers would itemize the run
+/// (asked only when it matters). A guess the config proves wrong costs a bwrap started and
+/// killed on another CPU.
+#[cfg(target_os = "linux")]
+pub(crate) fn prespawn_kind(
+    mode: Option<paddock_policy::ItemizeMode>,
+    toggles: paddock_linux_bwrap::runtime::Toggles,
+    observed: impl FnOnce() -> bool,
+) -> Option<PrespawnKind> {
+    match mode {
+        Some(paddock_policy::ItemizeMode::Off) => Some(PrespawnKind::Plain),
+        Some(paddock_policy::ItemizeMode::Strace) => {
+            toggles.strace_attach.then_some(PrespawnKind::Plain)
+        }
+        None | Some(paddock_policy::ItemizeMode::Auto | paddock_policy::ItemizeMode::Observe) => {
+            observed().then_some(PrespawnKind::Observed)
+        }
+    }
+}
+
+/// A bwrap started now for `command` under `sandbox`, when its run will spawn one that can
+/// wait ([`prespawn_kind`]): its start-up (loading its libraries, ~1 ms) overlaps the
+/// policy's resolution and the plan.
+#[cfg(target_os = "linux")]
+fn prespawn(
+    sandbox: &Sandbox,
+    command: &Command,
+) -> Option<paddock_linux_bwrap::runtime::prespawn::Prespawned> {
+    let inner = &sandbox.inner;
+    let kind = prespawn_kind(inner.itemize, inner.toggles, || {
+        let mode = inner.itemize.unwrap_or(paddock_policy::ItemizeMode::Auto);
+        paddock_linux_bwrap::runtime::observe::choose(mode, &inner.facts, inner.toggles)
+            .0
+            .observes()
+    })?;
+    let bwrap = inner.facts.bwrap.as_deref().and_then(paddock_policy::AbsPathBuf::new_lexical)?;
+    kind.start(&bwrap, streams(command))
+}
+
+/// Where `command`'s standard streams go.
+#[cfg(target_os = "linux")]
+fn streams(command: &Command) -> paddock_linux_bwrap::runtime::exec::Output {
+    use crate::command::StdioKind;
+    use paddock_linux_bwrap::runtime::exec::{Output as Streams, Stream};
+    let stream = |s: crate::Stdio| match s.0 {
+        StdioKind::Inherit => Stream::Inherit,
+        StdioKind::Null => Stream::Null,
+        StdioKind::Piped => Stream::Piped,
+    };
+    Streams {
+        stdin: stream(command.stdin),
+        stdout: stream(command.stdout),
+        stderr: stream(command.stderr),
+    }
+}
+
 /// The request for `command` under `sandbox`, with `control` and `notes`.
 #[cfg(target_os = "linux")]
 fn request(
@@ -277,13 +369,7 @@ fn request(
     notes: Notes,
 ) -> Result<paddock_linux_bwrap::runtime::task::Request, Error> {
     use crate::command::StdioKind;
-    use paddock_linux_bwrap::runtime::exec::{Output as Streams, Stream};
 
-    let stream = |s: crate::Stdio| match s.0 {
-        StdioKind::Inherit => Stream::Inherit,
-        StdioKind::Null => Stream::Null,
-        StdioKind::Piped => Stream::Piped,
-    };
     if command.stdin.0 == StdioKind::Piped {
         return Err(Error::Command {
             message: "a task's stdin cannot be piped: paddock writes nothing to it; use Stdio::null() or Stdio::inherit()".into(),
@@ -301,11 +387,7 @@ fn request(
         env_remove: command.env_remove.clone(),
         itemize: inner.itemize,
         toggles: inner.toggles,
-        stdio: Streams {
-            stdin: stream(command.stdin),
-            stdout: stream(command.stdout),
-            stderr: stream(command.stderr),
-        },
+        stdio: streams(command),
         capture_limit: inner.capture_limit,
         timeout: command.timeout,
         grace: inner.grace,
@@ -340,6 +422,7 @@ pub(crate) fn spawn(
     let control = Control::notifying(spawned_tx)?;
     let handle = control.handle();
     let notes = Notes::default();
+    let prespawned = prespawned.or_else(|| prespawn(sandbox, command));
     let request = request(sandbox, command, prespawned, control, notes.clone())?;
     let inner = sandbox.inner.clone();
     let cwd = inner.cwd_of(command.cwd.as_deref());
@@ -379,7 +462,8 @@ pub(crate) fn run_here(
         Some(echo) => Notes::echoing(echo),
         None => Notes::default(),
     };
-    let request = request(sandbox, command, extras.prespawned, control, notes.clone())?;
+    let prespawned = extras.prespawned.or_else(|| prespawn(sandbox, command));
+    let request = request(sandbox, command, prespawned, control, notes.clone())?;
     let inner = &sandbox.inner;
     let cwd = inner.cwd_of(command.cwd.as_deref());
     let finished = paddock_linux_bwrap::runtime::task::run(request, &inner.facts, |foreign| {

@@ -329,14 +329,13 @@ fn prespawn_for(
         return None;
     }
     let mode = args.itemize.map(paddock_policy::ItemizeMode::from).or_else(itemize_env);
-    let kind =
-        prespawn_kind(mode, || observes(mode.unwrap_or(paddock_policy::ItemizeMode::Auto), facts))?;
+    let kind = crate::child::prespawn_kind(mode, toggles_from_env(), || {
+        observes(mode.unwrap_or(paddock_policy::ItemizeMode::Auto), facts)
+    })?;
     let bwrap = facts.bwrap.as_deref().and_then(AbsPathBuf::new_lexical)?;
     match early {
-        Some(pre) if pre.program() == &bwrap && pre.is_observed() == (kind == Kind::Observed) => {
-            Some(pre)
-        }
-        _ => kind.start(&bwrap),
+        Some(pre) if pre.program() == &bwrap && pre.is_observed() == kind.observed() => Some(pre),
+        _ => kind.start(&bwrap, paddock_linux_bwrap::runtime::exec::Output::INHERIT),
     }
 }
 
@@ -344,44 +343,6 @@ fn prespawn_for(
 #[cfg(target_os = "linux")]
 fn itemize_env() -> Option<paddock_policy::ItemizeMode> {
     std::env::var(ITEMIZE_ENV).ok().as_deref().and_then(paddock_policy::ItemizeMode::parse)
-}
-
-/// Which bwrap a run waits with.
-#[cfg(target_os = "linux")]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    /// Spawned plainly: not itemized, or by strace attached to the supervisor.
-    Plain,
-    /// In a namespace of its own, for the observers.
-    Observed,
-}
-
-#[cfg(target_os = "linux")]
-impl Kind {
-    fn start(self, bwrap: &AbsPathBuf) -> Option<Prespawned> {
-        match self {
-            Kind::Plain => Prespawned::start(bwrap).ok(),
-            Kind::Observed => Prespawned::start_observed(bwrap).ok(),
-        }
-    }
-}
-
-/// The bwrap a run itemized by `mode` (the flag's or the environment's; `None`: the
-/// config's, `auto` unless it says otherwise) waits with, if any; `observed` says whether
-/// the observers would itemize it (asked only when it matters).
-#[cfg(target_os = "linux")]
-fn prespawn_kind(
-    mode: Option<paddock_policy::ItemizeMode>,
-    observed: impl FnOnce() -> bool,
-) -> Option<Kind> {
-    use paddock_policy::ItemizeMode;
-    match mode {
-        Some(ItemizeMode::Off) => Some(Kind::Plain),
-        Some(ItemizeMode::Strace) => toggles_from_env().strace_attach.then_some(Kind::Plain),
-        None | Some(ItemizeMode::Auto | ItemizeMode::Observe) => {
-            observed().then_some(Kind::Observed)
-        }
-    }
 }
 
 /// A bwrap started before the plan exists.
@@ -397,8 +358,9 @@ pub type Prespawned = paddock_linux_bwrap::runtime::prespawn::Prespawned;
 pub fn prespawn_early(argv: &[std::ffi::OsString]) -> Option<Prespawned> {
     let mode = early_itemize_mode(argv, itemize_env)?;
     // Before the host is probed: the observers need the FUSE device at least.
-    let kind = prespawn_kind(mode, || {
-        toggles_from_env().observers
+    let toggles = toggles_from_env();
+    let kind = crate::child::prespawn_kind(mode, toggles, || {
+        toggles.observers
             && nix::unistd::access(
                 paddock_linux_bwrap::observe_fs::DEV_FUSE,
                 nix::unistd::AccessFlags::R_OK | nix::unistd::AccessFlags::W_OK,
@@ -406,7 +368,7 @@ pub fn prespawn_early(argv: &[std::ffi::OsString]) -> Option<Prespawned> {
             .is_ok()
     })?;
     let bwrap = paddock_linux_bwrap::probe::trusted_bwrap()?;
-    kind.start(&bwrap)
+    kind.start(&bwrap, paddock_linux_bwrap::runtime::exec::Output::INHERIT)
 }
 
 /// The itemizing mode a raw `paddock run` command line asks for (see [`prespawn_early`]),
@@ -585,11 +547,17 @@ mod early_tests {
         assert_eq!(mode(&["plan", "--itemize", "off", "--", "x"], None), None);
         let seatbelt = ["run", "--backend", "macos-seatbelt", "--itemize", "off", "--", "x"];
         assert_eq!(mode(&seatbelt, None), None);
-        let kind = |mode, observed| prespawn_kind(mode, || observed);
+        use crate::child::PrespawnKind as Kind;
+        let toggles = crate::Toggles::default();
+        let kind = |mode, observed| crate::child::prespawn_kind(mode, toggles, || observed);
         assert_eq!(kind(Some(ItemizeMode::Off), true), Some(Kind::Plain));
         assert_eq!(kind(Some(ItemizeMode::Observe), true), Some(Kind::Observed));
         assert_eq!(kind(None, true), Some(Kind::Observed), "the config's: auto unless it says");
         assert_eq!(kind(None, false), None, "a host without the observers");
         assert_eq!(kind(Some(ItemizeMode::Auto), false), None);
+        assert_eq!(kind(Some(ItemizeMode::Strace), true), Some(Kind::Plain), "attached");
+        let unattached = crate::Toggles { strace_attach: false, ..toggles };
+        let strace = crate::child::prespawn_kind(Some(ItemizeMode::Strace), unattached, || true);
+        assert_eq!(strace, None, "strace around bwrap spawns it its own way");
     }
 }

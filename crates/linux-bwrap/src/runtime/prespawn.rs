@@ -29,6 +29,7 @@
 use std::fs::File;
 use std::io::{Seek, SeekFrom, Write};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -62,6 +63,8 @@ pub struct Prespawned {
     record: Option<(OwnedFd, OwnedFd)>,
     /// Whether the run took the record pipe: only then does an observed plan fit.
     record_taken: bool,
+    /// Where the task's standard streams go: bwrap has them already.
+    output: Output,
 }
 
 impl std::fmt::Debug for Prespawned {
@@ -77,7 +80,7 @@ impl Prespawned {
     /// Starts `bwrap` with every plan's command line and descriptors, waiting for its
     /// arguments.
     pub fn start(bwrap: &AbsPathBuf) -> Result<Prespawned> {
-        Prespawned::start_in(bwrap, None)
+        Prespawned::start_for(bwrap, false, Output::INHERIT)
     }
 
     /// [`Prespawned::start`] for a run itemized by the observers: bwrap waits in a private
@@ -87,17 +90,50 @@ impl Prespawned {
     /// and mounts the observer and the plan's self mounts there, as the child of an
     /// unprepared spawn does before it executes bwrap; then bwrap gets its setup.
     pub fn start_observed(bwrap: &AbsPathBuf) -> Result<Prespawned> {
-        Prespawned::start_in(bwrap, Some(crate::private_ns::PrivateNamespace::for_this_process()))
+        Prespawned::start_for(bwrap, true, Output::INHERIT)
     }
 
-    fn start_in(
-        bwrap: &AbsPathBuf,
-        namespace: Option<crate::private_ns::PrivateNamespace>,
-    ) -> Result<Prespawned> {
+    /// [`Prespawned::start`] (or [`Prespawned::start_observed`] when `observed`) for a run
+    /// whose standard streams are `output`: `/dev/null` or pipes are bwrap's from the start
+    /// (a library caller's task knows them before its plan; the binary's inherits its own).
+    pub fn start_for(bwrap: &AbsPathBuf, observed: bool, output: Output) -> Result<Prespawned> {
+        let namespace = observed.then(crate::private_ns::PrivateNamespace::for_this_process);
         let (args_r, args_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .context("cannot create bwrap's argument pipe")?;
         let mut keep: Vec<OwnedFd> = vec![args_r];
         let mut pairs: Vec<(RawFd, RawFd)> = vec![(keep[0].as_raw_fd(), ARGS_FD)];
+        let mut readers = (None, None);
+        for (fd, stream) in [(0, output.stdin), (1, output.stdout), (2, output.stderr)] {
+            use crate::runtime::exec::Stream;
+            let null = |fd: RawFd| {
+                let flags = if fd == 0 { libc::O_RDONLY } else { libc::O_WRONLY };
+                std::fs::OpenOptions::new()
+                    .read(fd == 0)
+                    .write(fd != 0)
+                    .custom_flags(flags)
+                    .open("/dev/null")
+                    .map(OwnedFd::from)
+                    .context("cannot open /dev/null")
+            };
+            let given = match stream {
+                Stream::Inherit => continue,
+                // A piped stdin gets nothing written: it reads as `/dev/null` does.
+                Stream::Null => null(fd)?,
+                Stream::Piped if fd == 0 => null(fd)?,
+                Stream::Piped => {
+                    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+                        .context("cannot create the task's output pipe")?;
+                    if fd == 1 {
+                        readers.0 = Some(File::from(r));
+                    } else {
+                        readers.1 = Some(File::from(r));
+                    }
+                    w
+                }
+            };
+            pairs.push((given.as_raw_fd(), fd));
+            keep.push(given);
+        }
         let record = match namespace {
             Some(_) => {
                 let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
@@ -125,7 +161,7 @@ impl Prespawned {
             .with_context(|| format!("cannot start {}", bwrap))?;
         // The child has copies of its own.
         drop(keep);
-        let child = SpawnedChild { pid: starting.pid, stdout: None, stderr: None };
+        let child = SpawnedChild { pid: starting.pid, stdout: readers.0, stderr: readers.1 };
         Ok(Prespawned {
             starting: Some(starting),
             affinity,
@@ -137,6 +173,7 @@ impl Prespawned {
             namespace,
             record,
             record_taken: false,
+            output,
         })
     }
 
@@ -172,7 +209,7 @@ impl Prespawned {
             .iter()
             .all(|p| p.fd == ARGS_FD || self.payloads.iter().any(|(fd, _)| *fd == p.fd));
         simple
-            && output == Output::INHERIT
+            && output == self.output
             && plan.program == self.program
             && plan.argv == crate::bwrap_argv()
             && plan.env.is_empty()
