@@ -8,8 +8,20 @@
 //! and wait, blocked on an empty pipe at [`ARGS_FD`], with empty memfds at the payload
 //! descriptors and the signal channel at [`SIGNAL_FD`]. Once planned, the payloads are
 //! written into the memfds, then the arguments into the pipe, which is closed: bwrap goes
-//! on. A plan that needs anything else (an observer namespace, a tracer around bwrap,
-//! inherited channels, piped output) is spawned as usual and the waiting bwrap is killed.
+//! on. The task's standard streams are given to bwrap from the start (inherited, `/dev/null`
+//! or pipes: a library caller's command says which before its plan exists).
+//!
+//! A run itemized by the observers gets a bwrap waiting in a private mount namespace (and a
+//! user namespace mapping the runner's ids, when not root) that the child makes before it
+//! executes bwrap, with the record pipe at [`RECORD_FD`]: once planned, a short-lived
+//! `vfork` child joins that namespace (`setns`; the runner has threads, which `setns` of a
+//! user namespace refuses) and makes there what the child of an unprepared spawn makes
+//! before it executes bwrap: the observer's FUSE mount and the self mounts. bwrap then
+//! reads its setup and nests its own namespaces in that one, as it would have.
+//!
+//! A plan that needs anything else (a tracer around bwrap, inherited channels, other
+//! streams, the observers when the waiting bwrap was not started for them, or the other way
+//! round) is spawned as usual and the waiting bwrap is killed.
 //!
 //! The overlap needs the two on different CPUs. After a spawn the kernel often wakes the
 //! runner on the CPU the new child runs on (half of the runs on a 2-CPU machine with
