@@ -180,26 +180,47 @@ impl BwrapOp {
 /// one a later mount of something else covers (at it or above it). In mount order,
 /// without repeats.
 pub fn verified_binds(ops: &[BwrapOp], unverified: &[AbsPathBuf]) -> Vec<AbsPathBuf> {
-    let writable: Vec<&AbsPathBuf> =
-        ops.iter().filter(|op| matches!(op, BwrapOp::Bind { .. })).filter_map(same_path).collect();
+    use std::collections::HashSet;
+    use std::path::Path;
+    // Look-ups by each path's ancestors, a handful each: a big policy has hundreds of ops,
+    // and a scan of the others per op cost it more than the rest of the plan.
+    let writable: HashSet<&Path> = ops
+        .iter()
+        .filter(|op| matches!(op, BwrapOp::Bind { .. }))
+        .filter_map(same_path)
+        .map(AbsPathBuf::as_path)
+        .collect();
+    let unverified: HashSet<&Path> = unverified.iter().map(AbsPathBuf::as_path).collect();
+    // Whether a later mount of something else covers each op's path (at it or above it).
+    let mut covered = vec![false; ops.len()];
+    let mut later: HashSet<&Path> = HashSet::new();
+    for (i, op) in ops.iter().enumerate().rev() {
+        let own = same_path(op);
+        if let Some(path) = own {
+            covered[i] = path.as_path().ancestors().any(|a| later.contains(a));
+        }
+        if !matches!(op, BwrapOp::RemountRo { .. })
+            && own.is_none()
+            && let Some(dest) = op.dest()
+        {
+            later.insert(dest.as_path());
+        }
+    }
+    let mut seen: HashSet<&AbsPathBuf> = HashSet::new();
     let mut out: Vec<AbsPathBuf> = Vec::new();
     for (i, op) in ops.iter().enumerate() {
         let Some(path) = same_path(op) else { continue };
-        if path.as_path() == std::path::Path::new("/")
-            || !writable.iter().any(|w| path.starts_with(w))
-            || unverified.iter().any(|m| path.starts_with(m))
-            || out.contains(path)
+        let mut above = path.as_path().ancestors();
+        if path.as_path() == Path::new("/")
+            || !above.clone().any(|a| writable.contains(a))
+            || above.any(|a| unverified.contains(a))
+            || covered[i]
+            || seen.contains(path)
         {
             continue;
         }
-        let covered = ops[i + 1..].iter().any(|later| {
-            !matches!(later, BwrapOp::RemountRo { .. })
-                && same_path(later).is_none()
-                && later.dest().is_some_and(|d| path.starts_with(d))
-        });
-        if !covered {
-            out.push(path.clone());
-        }
+        seen.insert(path);
+        out.push(path.clone());
     }
     out
 }
@@ -551,7 +572,7 @@ pub fn mount_ops(policy: &ResolvedPolicy, inputs: &MountInputs) -> MountOps {
     // write grant, mounts once.
     path_ops.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1);
     // A read-only exception is pointless under a writable bind of the same path.
-    let writable: Vec<AbsPathBuf> =
+    let writable: std::collections::HashSet<AbsPathBuf> =
         path_ops.iter().filter(|o| o.1 >= 2).map(|o| o.0.clone()).collect();
     path_ops.retain(|o| !(o.1 == 1 && writable.contains(&o.0)));
 
@@ -567,7 +588,7 @@ pub fn mount_ops(policy: &ResolvedPolicy, inputs: &MountInputs) -> MountOps {
     ops.extend(path_ops.into_iter().map(|o| o.2));
 
     // 3. Protected paths, read-only, after everything writable.
-    let mut protected: Vec<AbsPathBuf> = Vec::new();
+    let mut protected: Vec<AbsPathBuf> = Vec::with_capacity(policy.protected.len());
     for p in &policy.protected {
         if policy.anchor_hiding(&p.path).is_some() {
             continue;
@@ -579,14 +600,21 @@ pub fn mount_ops(policy: &ResolvedPolicy, inputs: &MountInputs) -> MountOps {
             ProtectedState::Exists { .. } => p.path.clone(),
             ProtectedState::Missing { first_missing } => first_missing.clone(),
         };
-        if !protected.contains(&target) {
-            protected.push(target);
-        }
+        protected.push(target);
     }
     protected.sort();
+    protected.dedup();
     // A protected path under another protected path is already read-only.
-    let outer = protected.clone();
-    protected.retain(|p| !outer.iter().any(|o| o != p && p.starts_with(o)));
+    let under_another: Vec<bool> = {
+        let outer: std::collections::HashSet<&std::path::Path> =
+            protected.iter().map(AbsPathBuf::as_path).collect();
+        protected
+            .iter()
+            .map(|p| p.as_path().ancestors().skip(1).any(|a| outer.contains(a)))
+            .collect()
+    };
+    let mut under = under_another.into_iter();
+    protected.retain(|_| !under.next().unwrap_or(false));
     ops.extend(protected.into_iter().map(|p| BwrapOp::RoBind { src: p.clone(), dest: p }));
 
     // 4. Deny tmpfs read-only, unless a writable bind sits on the very same path (remounting
@@ -644,14 +672,19 @@ fn observed_nodes(
     path_ops: &[(AbsPathBuf, u8, BwrapOp, bool)],
 ) -> Vec<ObservedNode> {
     let mut nodes: Vec<(PathBuf, bool)> = Vec::new();
+    let mounted: std::collections::HashSet<&std::path::Path> =
+        path_ops.iter().map(|(m, ..)| m.as_path()).collect();
     for (dest, _, _, dir) in path_ops {
         if dest == anchor || !dest.starts_with(anchor) {
             continue;
         }
         // Another mount between the anchor and this one holds its mount point.
-        let inner = path_ops.iter().any(|(m, ..)| {
-            m != anchor && m != dest && m.starts_with(anchor) && dest.starts_with(m)
-        });
+        let inner = dest
+            .as_path()
+            .ancestors()
+            .skip(1)
+            .take_while(|a| *a != anchor.as_path())
+            .any(|a| mounted.contains(a));
         if inner {
             continue;
         }

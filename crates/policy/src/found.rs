@@ -51,7 +51,8 @@ pub fn protect_found(
     scan: &ProjectScan,
     host: &dyn Host,
 ) -> Result<FoundWalls> {
-    let mut adder = Adder { resolved, host, notes: Vec::new(), watched: Vec::new() };
+    let listed = resolved.protected.iter().map(|p| p.path.clone()).collect();
+    let mut adder = Adder { resolved, host, notes: Vec::new(), watched: Vec::new(), listed };
     let mut repos = scan.repos.clone();
     // Write grants outside the project that are work trees have a surface too.
     for g in adder.resolved.write.iter().filter(|g| g.kind == FileKind::Dir) {
@@ -86,6 +87,9 @@ struct Adder<'a> {
     host: &'a dyn Host,
     notes: Vec<String>,
     watched: Vec<(AbsPathBuf, String)>,
+    /// The paths of `resolved.protected`, for a look-up rather than a scan per name found
+    /// (a large repository finds hundreds).
+    listed: std::collections::HashSet<AbsPathBuf>,
 }
 
 fn host_error(e: crate::host::HostError) -> Error {
@@ -115,7 +119,7 @@ impl Adder<'_> {
     }
 
     fn push(&mut self, path: AbsPathBuf, rule: &str, state: ProtectedState) {
-        if !self.resolved.protected.iter().any(|p| p.path == path) {
+        if self.listed.insert(path.clone()) {
             self.resolved.protected.push(ProtectedPath { path, rule: rule.to_owned(), state });
         }
     }
