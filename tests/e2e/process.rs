@@ -427,13 +427,37 @@ fn a_bwrap_started_before_the_plan_is_gone_when_the_plan_fails_or_does_not_fit()
     }
     let s = Scratch::new("prespawn");
     std::fs::write(s.project.join("paddock.toml"), "[allow]\nwrite = 3\n").unwrap();
-    let out = s.paddock().args(["run", "--itemize", "off", "--", "true"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(125), "{out:?}");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("allow.write"), "{stderr}");
-    for stray in ["bwrap", "supervisor", "pid 1"] {
-        assert!(!speaks_of(&stderr, stray), "{stray}: {stderr}");
+    // Not itemized, and the suite's mechanism (the observers wait with a bwrap of their
+    // own, in a namespace of its own).
+    for itemize in MODES {
+        let out = run_itemized(&s, itemize).args(["--", "true"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(125), "{itemize:?}: {out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("allow.write"), "{stderr}");
+        for stray in ["bwrap", "supervisor", "pid 1"] {
+            assert!(!speaks_of(&stderr, stray), "{itemize:?}, {stray}: {stderr}");
+        }
     }
+    // No mode given: the bwrap is started for the observers, where the host has them, and
+    // the config then says otherwise: it is killed, and the task runs once, as the config
+    // says.
+    std::fs::write(s.project.join("paddock.toml"), "[report]\nitemize = \"off\"\n").unwrap();
+    let report = s.home.join("prespawn-report.json");
+    let out = s
+        .paddock()
+        .env_remove("PADDOCK_ITEMIZE")
+        .arg("run")
+        .arg("--report")
+        .arg(&report)
+        .args(["--", "sh", "-c", "echo ran >> runs"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(std::fs::read_to_string(s.project.join("runs")).unwrap(), "ran\n");
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert!(r["itemized_by"].is_null(), "not itemized, as the config says: {r}");
+    assert!(!speaks_of(&String::from_utf8_lossy(&out.stderr), "bwrap"), "{out:?}");
+    std::fs::remove_file(s.project.join("runs")).unwrap();
     // A plan that needs more than the waiting bwrap has (a port grant's channel) is
     // spawned as usual; the task runs once.
     std::fs::remove_file(s.project.join("paddock.toml")).unwrap();
