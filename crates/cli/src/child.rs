@@ -267,64 +267,8 @@ impl std::fmt::Debug for Extras {
     }
 }
 
-/// Which bwrap a run waits with ([`paddock_linux_bwrap::runtime::prespawn`]).
-#[cfg(target_os = "linux")]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum PrespawnKind {
-    /// Spawned plainly: not itemized, or by strace attached to the supervisor.
-    Plain,
-    /// In a namespace of its own, for the observers.
-    Observed,
-}
-
-#[cfg(target_os = "linux")]
-impl PrespawnKind {
-    /// Whether it waits for an observed run.
-    pub(crate) fn observed(self) -> bool {
-        self == PrespawnKind::Observed
-    }
-
-    /// Starts `bwrap` of this kind for a task whose streams are `output`; `None` when it
-    /// cannot be started (the spawn then says why).
-    pub(crate) fn start(
-        self,
-        bwrap: &paddock_policy::AbsPathBuf,
-        output: paddock_linux_bwrap::runtime::exec::Output,
-    ) -> Option<paddock_linux_bwrap::runtime::prespawn::Prespawned> {
-        paddock_linux_bwrap::runtime::prespawn::Prespawned::start_for(
-            bwrap,
-            self.observed(),
-            output,
-        )
-        .ok()
-    }
-}
-
-/// The bwrap a run itemized by `mode` (the caller's; `None`: the config's, `auto` unless it
-/// says otherwise) waits with, if any: plainly when not itemized or itemized by strace
-/// attached to the supervisor, in a namespace of its own for the observers. strace around
-/// bwrap spawns it its own way. `observed` says whether the observers would itemize the run
-/// (asked only when it matters). A guess the config proves wrong costs a bwrap started and
-/// killed on another CPU.
-#[cfg(target_os = "linux")]
-pub(crate) fn prespawn_kind(
-    mode: Option<paddock_policy::ItemizeMode>,
-    toggles: paddock_linux_bwrap::runtime::Toggles,
-    observed: impl FnOnce() -> bool,
-) -> Option<PrespawnKind> {
-    match mode {
-        Some(paddock_policy::ItemizeMode::Off) => Some(PrespawnKind::Plain),
-        Some(paddock_policy::ItemizeMode::Strace) => {
-            toggles.strace_attach.then_some(PrespawnKind::Plain)
-        }
-        None | Some(paddock_policy::ItemizeMode::Auto | paddock_policy::ItemizeMode::Observe) => {
-            observed().then_some(PrespawnKind::Observed)
-        }
-    }
-}
-
 /// A bwrap started now for `command` under `sandbox`, when its run will spawn one that can
-/// wait ([`prespawn_kind`]): its start-up (loading its libraries, ~1 ms) overlaps the
+/// wait (`PrespawnKind::for_mode`): its start-up (loading its libraries, ~1 ms) overlaps the
 /// policy's resolution and the plan.
 #[cfg(target_os = "linux")]
 fn prespawn(
@@ -332,14 +276,15 @@ fn prespawn(
     command: &Command,
 ) -> Option<paddock_linux_bwrap::runtime::prespawn::Prespawned> {
     let inner = &sandbox.inner;
-    let kind = prespawn_kind(inner.itemize, inner.toggles, || {
+    use paddock_linux_bwrap::runtime::prespawn::{PrespawnKind, Prespawned};
+    let kind = PrespawnKind::for_mode(inner.itemize, inner.toggles, || {
         let mode = inner.itemize.unwrap_or(paddock_policy::ItemizeMode::Auto);
         paddock_linux_bwrap::runtime::observe::choose(mode, &inner.facts, inner.toggles)
             .0
             .observes()
     })?;
     let bwrap = inner.facts.bwrap.as_deref().and_then(paddock_policy::AbsPathBuf::new_lexical)?;
-    kind.start(&bwrap, streams(command))
+    Prespawned::start_for(&bwrap, kind.observed(), streams(command)).ok()
 }
 
 /// Where `command`'s standard streams go.

@@ -329,13 +329,13 @@ fn prespawn_for(
         return None;
     }
     let mode = args.itemize.map(paddock_policy::ItemizeMode::from).or_else(itemize_env);
-    let kind = crate::child::prespawn_kind(mode, toggles_from_env(), || {
+    let kind = PrespawnKind::for_mode(mode, toggles_from_env(), || {
         observes(mode.unwrap_or(paddock_policy::ItemizeMode::Auto), facts)
     })?;
     let bwrap = facts.bwrap.as_deref().and_then(AbsPathBuf::new_lexical)?;
     match early {
         Some(pre) if pre.program() == &bwrap && pre.is_observed() == kind.observed() => Some(pre),
-        _ => kind.start(&bwrap, paddock_linux_bwrap::runtime::exec::Output::INHERIT),
+        _ => start(kind, &bwrap),
     }
 }
 
@@ -349,6 +349,9 @@ fn itemize_env() -> Option<paddock_policy::ItemizeMode> {
 #[cfg(target_os = "linux")]
 pub type Prespawned = paddock_linux_bwrap::runtime::prespawn::Prespawned;
 
+#[cfg(target_os = "linux")]
+use paddock_linux_bwrap::runtime::prespawn::PrespawnKind;
+
 /// Starts bwrap from the raw command line, before clap has parsed it (0.1-0.2 ms sooner),
 /// when it is a `paddock run` that prespawns (`prespawns`): `--itemize MODE` (or
 /// `--itemize=MODE`) before `--`, else `PADDOCK_ITEMIZE`. A guess only: `prespawn_for`
@@ -359,7 +362,7 @@ pub fn prespawn_early(argv: &[std::ffi::OsString]) -> Option<Prespawned> {
     let mode = early_itemize_mode(argv, itemize_env)?;
     // Before the host is probed: the observers need the FUSE device at least.
     let toggles = toggles_from_env();
-    let kind = crate::child::prespawn_kind(mode, toggles, || {
+    let kind = PrespawnKind::for_mode(mode, toggles, || {
         toggles.observers
             && nix::unistd::access(
                 paddock_linux_bwrap::observe_fs::DEV_FUSE,
@@ -368,7 +371,15 @@ pub fn prespawn_early(argv: &[std::ffi::OsString]) -> Option<Prespawned> {
             .is_ok()
     })?;
     let bwrap = paddock_linux_bwrap::probe::trusted_bwrap()?;
-    kind.start(&bwrap, paddock_linux_bwrap::runtime::exec::Output::INHERIT)
+    start(kind, &bwrap)
+}
+
+/// Starts `bwrap` of `kind` for a run whose streams are the binary's own; `None` when it
+/// cannot be started (the spawn then says why).
+#[cfg(target_os = "linux")]
+fn start(kind: PrespawnKind, bwrap: &AbsPathBuf) -> Option<Prespawned> {
+    let inherit = paddock_linux_bwrap::runtime::exec::Output::INHERIT;
+    Prespawned::start_for(bwrap, kind.observed(), inherit).ok()
 }
 
 /// The itemizing mode a raw `paddock run` command line asks for (see [`prespawn_early`]),
@@ -547,17 +558,5 @@ mod early_tests {
         assert_eq!(mode(&["plan", "--itemize", "off", "--", "x"], None), None);
         let seatbelt = ["run", "--backend", "macos-seatbelt", "--itemize", "off", "--", "x"];
         assert_eq!(mode(&seatbelt, None), None);
-        use crate::child::PrespawnKind as Kind;
-        let toggles = crate::Toggles::default();
-        let kind = |mode, observed| crate::child::prespawn_kind(mode, toggles, || observed);
-        assert_eq!(kind(Some(ItemizeMode::Off), true), Some(Kind::Plain));
-        assert_eq!(kind(Some(ItemizeMode::Observe), true), Some(Kind::Observed));
-        assert_eq!(kind(None, true), Some(Kind::Observed), "the config's: auto unless it says");
-        assert_eq!(kind(None, false), None, "a host without the observers");
-        assert_eq!(kind(Some(ItemizeMode::Auto), false), None);
-        assert_eq!(kind(Some(ItemizeMode::Strace), true), Some(Kind::Plain), "attached");
-        let unattached = crate::Toggles { strace_attach: false, ..toggles };
-        let strace = crate::child::prespawn_kind(Some(ItemizeMode::Strace), unattached, || true);
-        assert_eq!(strace, None, "strace around bwrap spawns it its own way");
     }
 }

@@ -53,6 +53,43 @@ use paddock_policy::{AbsPathBuf, SpawnPlan};
 
 use crate::runtime::exec::{Output, SpawnedChild};
 
+/// Which bwrap a run waits with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PrespawnKind {
+    /// Spawned plainly: not itemized, or by strace attached to the supervisor.
+    Plain,
+    /// In a namespace of its own, for the observers ([`Prespawned::start_observed`]).
+    Observed,
+}
+
+impl PrespawnKind {
+    /// The bwrap a run itemized by `mode` (the caller's; `None`: the config's, `auto` unless
+    /// it says otherwise) waits with, if any: plainly when not itemized or itemized by strace
+    /// attached to the supervisor, in a namespace of its own for the observers. strace
+    /// around bwrap spawns it its own way. `observed` says whether the observers would
+    /// itemize the run (asked only when it matters). A guess the config proves wrong costs a
+    /// bwrap started and killed on another CPU.
+    pub fn for_mode(
+        mode: Option<paddock_policy::ItemizeMode>,
+        toggles: crate::runtime::Toggles,
+        observed: impl FnOnce() -> bool,
+    ) -> Option<PrespawnKind> {
+        use paddock_policy::ItemizeMode;
+        match mode {
+            Some(ItemizeMode::Off) => Some(PrespawnKind::Plain),
+            Some(ItemizeMode::Strace) => toggles.strace_attach.then_some(PrespawnKind::Plain),
+            None | Some(ItemizeMode::Auto | ItemizeMode::Observe) => {
+                observed().then_some(PrespawnKind::Observed)
+            }
+        }
+    }
+
+    /// Whether it waits for an observed run.
+    pub fn observed(self) -> bool {
+        self == PrespawnKind::Observed
+    }
+}
+
 /// A bwrap waiting for its arguments. Dropped unused, it is killed and reaped.
 pub struct Prespawned {
     /// The child until it has executed bwrap ([`Prespawned::started`]).
@@ -667,93 +704,4 @@ impl PrespawnSlot {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_bwrap_that_cannot_be_executed_is_reported_and_reaped_not_used() {
-        let missing = AbsPathBuf::new_lexical("/nonexistent/paddock-test/bwrap").unwrap();
-        let mut pre = Prespawned::start(&missing).unwrap();
-        let pid = pre.child.as_ref().unwrap().pid;
-        assert!(!pre.started(), "a child whose execve failed is not a bwrap");
-        assert!(pre.child.is_none());
-        // Reaped: no such child any more.
-        // SAFETY: waitpid with WNOHANG on a pid that was our child.
-        let r = unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
-        assert_eq!(r, -1, "reaped already");
-        drop(pre);
-    }
-
-    #[test]
-    fn a_prespawned_bwrap_waits_and_is_killed_when_dropped() {
-        let Some(bwrap) = ["/usr/bin/bwrap", "/usr/local/bin/bwrap"]
-            .iter()
-            .find(|p| Path::new(p).exists())
-            .and_then(AbsPathBuf::new_lexical)
-        else {
-            paddock_test_support::skip("bwrap is not installed (apt-get install bubblewrap)", None);
-            return;
-        };
-        let mut pre = Prespawned::start(&bwrap).unwrap();
-        assert!(pre.started());
-        let pid = pre.child.as_ref().unwrap().pid;
-        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
-        assert_eq!(exe, Path::new(bwrap.as_path()), "bwrap itself, waiting for its setup");
-        drop(pre);
-        // SAFETY: kill with signal 0 only checks for the process.
-        assert_ne!(unsafe { libc::kill(pid, 0) }, 0, "killed and reaped");
-    }
-
-    #[test]
-    fn an_observed_prespawn_waits_in_a_namespace_of_its_own_where_the_mounts_are_made() {
-        let Some(bwrap) = ["/usr/bin/bwrap", "/usr/local/bin/bwrap"]
-            .iter()
-            .find(|p| Path::new(p).exists())
-            .and_then(AbsPathBuf::new_lexical)
-        else {
-            paddock_test_support::skip("bwrap is not installed (apt-get install bubblewrap)", None);
-            return;
-        };
-        let mut pre = match Prespawned::start_observed(&bwrap) {
-            Ok(pre) => pre,
-            Err(e) => panic!("{e}"),
-        };
-        if !pre.started() {
-            // The namespace could not be made here (no user namespaces for this user).
-            paddock_test_support::skip("no private namespace for a prespawned bwrap", None);
-            return;
-        }
-        assert!(pre.is_observed());
-        let pid = pre.child.as_ref().unwrap().pid;
-        let ns = |who: &str| std::fs::read_link(format!("/proc/{who}/ns/mnt")).unwrap();
-        assert_ne!(ns(&pid.to_string()), ns("self"), "bwrap waits in a mount namespace of its own");
-        // bwrap has the record pipe's write end at its place.
-        let (_, write) = pre.record.as_ref().unwrap();
-        let ours = std::fs::read_link(format!("/proc/self/fd/{}", write.as_raw_fd())).unwrap();
-        let its = std::fs::read_link(format!("/proc/{pid}/fd/{RECORD_FD}")).unwrap();
-        assert_eq!(ours, its);
-        // A path mounted onto itself there is read-only there, and nothing changes here.
-        let dir = std::env::temp_dir().join(format!("paddock-prespawn-ns-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let mounts = crate::private_ns::SelfMounts::new(
-            &[],
-            &[paddock_policy::SelfMount {
-                path: AbsPathBuf::new_lexical(&dir).unwrap(),
-                read_only: true,
-                source: None,
-            }],
-        )
-        .unwrap();
-        pre.mount_in_namespace(None, &mounts).unwrap();
-        let listed = |who: &str| {
-            std::fs::read_to_string(format!("/proc/{who}/mountinfo"))
-                .unwrap()
-                .lines()
-                .any(|l| l.split(' ').nth(4) == Some(dir.to_str().unwrap()))
-        };
-        assert!(listed(&pid.to_string()), "mounted in bwrap's namespace");
-        assert!(!listed("self"), "not in ours");
-        drop(pre);
-        std::fs::remove_dir(&dir).unwrap();
-    }
-}
+mod tests;

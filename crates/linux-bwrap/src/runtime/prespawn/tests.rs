@@ -1,0 +1,105 @@
+//! The prespawned bwrap's tests: which one a mode waits with, one that cannot start, one that
+//! waits and is killed, and one waiting for the observers in a namespace of its own.
+
+use super::*;
+
+/// The bwrap installed here, or `None` (the test skips, saying why).
+fn installed_bwrap() -> Option<AbsPathBuf> {
+    let found = ["/usr/bin/bwrap", "/usr/local/bin/bwrap"]
+        .iter()
+        .find(|p| Path::new(p).exists())
+        .and_then(AbsPathBuf::new_lexical);
+    if found.is_none() {
+        paddock_test_support::skip("bwrap is not installed (apt-get install bubblewrap)", None);
+    }
+    found
+}
+
+#[test]
+fn the_mode_decides_which_bwrap_waits() {
+    use paddock_policy::ItemizeMode;
+    let toggles = crate::runtime::Toggles::default();
+    let kind = |mode, observed| PrespawnKind::for_mode(mode, toggles, || observed);
+    assert_eq!(kind(Some(ItemizeMode::Off), true), Some(PrespawnKind::Plain));
+    assert_eq!(kind(Some(ItemizeMode::Observe), true), Some(PrespawnKind::Observed));
+    assert_eq!(kind(None, true), Some(PrespawnKind::Observed), "the config's: auto unless it says");
+    assert_eq!(kind(None, false), None, "a host without the observers");
+    assert_eq!(kind(Some(ItemizeMode::Auto), false), None);
+    assert_eq!(kind(Some(ItemizeMode::Strace), true), Some(PrespawnKind::Plain), "attached");
+    let unattached = crate::runtime::Toggles { strace_attach: false, ..toggles };
+    let strace = PrespawnKind::for_mode(Some(ItemizeMode::Strace), unattached, || true);
+    assert_eq!(strace, None, "strace around bwrap spawns it its own way");
+}
+
+#[test]
+fn a_bwrap_that_cannot_be_executed_is_reported_and_reaped_not_used() {
+    let missing = AbsPathBuf::new_lexical("/nonexistent/paddock-test/bwrap").unwrap();
+    let mut pre = Prespawned::start(&missing).unwrap();
+    let pid = pre.child.as_ref().unwrap().pid;
+    assert!(!pre.started(), "a child whose execve failed is not a bwrap");
+    assert!(pre.child.is_none());
+    // Reaped: no such child any more.
+    // SAFETY: waitpid with WNOHANG on a pid that was our child.
+    let r = unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
+    assert_eq!(r, -1, "reaped already");
+    drop(pre);
+}
+
+#[test]
+fn a_prespawned_bwrap_waits_and_is_killed_when_dropped() {
+    let Some(bwrap) = installed_bwrap() else { return };
+    let mut pre = Prespawned::start(&bwrap).unwrap();
+    assert!(pre.started());
+    let pid = pre.child.as_ref().unwrap().pid;
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
+    assert_eq!(exe, Path::new(bwrap.as_path()), "bwrap itself, waiting for its setup");
+    drop(pre);
+    // SAFETY: kill with signal 0 only checks for the process.
+    assert_ne!(unsafe { libc::kill(pid, 0) }, 0, "killed and reaped");
+}
+
+#[test]
+fn an_observed_prespawn_waits_in_a_namespace_of_its_own_where_the_mounts_are_made() {
+    let Some(bwrap) = installed_bwrap() else { return };
+    let mut pre = match Prespawned::start_observed(&bwrap) {
+        Ok(pre) => pre,
+        Err(e) => panic!("{e}"),
+    };
+    if !pre.started() {
+        // The namespace could not be made here (no user namespaces for this user).
+        paddock_test_support::skip("no private namespace for a prespawned bwrap", None);
+        return;
+    }
+    assert!(pre.is_observed());
+    let pid = pre.child.as_ref().unwrap().pid;
+    let ns = |who: &str| std::fs::read_link(format!("/proc/{who}/ns/mnt")).unwrap();
+    assert_ne!(ns(&pid.to_string()), ns("self"), "bwrap waits in a mount namespace of its own");
+    // bwrap has the record pipe's write end at its place.
+    let (_, write) = pre.record.as_ref().unwrap();
+    let ours = std::fs::read_link(format!("/proc/self/fd/{}", write.as_raw_fd())).unwrap();
+    let its = std::fs::read_link(format!("/proc/{pid}/fd/{RECORD_FD}")).unwrap();
+    assert_eq!(ours, its);
+    // A path mounted onto itself there is read-only there, and nothing changes here.
+    let dir = std::env::temp_dir().join(format!("paddock-prespawn-ns-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mounts = crate::private_ns::SelfMounts::new(
+        &[],
+        &[paddock_policy::SelfMount {
+            path: AbsPathBuf::new_lexical(&dir).unwrap(),
+            read_only: true,
+            source: None,
+        }],
+    )
+    .unwrap();
+    pre.mount_in_namespace(None, &mounts).unwrap();
+    let listed = |who: &str| {
+        std::fs::read_to_string(format!("/proc/{who}/mountinfo"))
+            .unwrap()
+            .lines()
+            .any(|l| l.split(' ').nth(4) == Some(dir.to_str().unwrap()))
+    };
+    assert!(listed(&pid.to_string()), "mounted in bwrap's namespace");
+    assert!(!listed("self"), "not in ours");
+    drop(pre);
+    std::fs::remove_dir(&dir).unwrap();
+}
