@@ -300,15 +300,8 @@ impl Prespawned {
             }
             self_mounts.mount()
         };
-        // SAFETY: sigfillset and pthread_sigmask with valid pointers: the child runs on our
-        // memory and must not run our handlers.
-        let old_mask = unsafe {
-            let mut all: libc::sigset_t = std::mem::zeroed();
-            let mut old: libc::sigset_t = std::mem::zeroed();
-            libc::sigfillset(&mut all);
-            libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-            old
-        };
+        // The child runs on our memory and must not run our handlers.
+        let old_mask = block_every_signal();
         let helper = crate::vfork::spawn(|| match join_and_mount() {
             Ok(()) => 0,
             Err(e) => {
@@ -392,6 +385,20 @@ impl Drop for Prespawned {
             unsafe { libc::kill(child.pid, libc::SIGKILL) };
             let _ = child.wait();
         }
+    }
+}
+
+/// Blocks every signal in this thread (a child sharing its memory starts with that mask);
+/// returns the mask it had, for `pthread_sigmask(SIG_SETMASK, ..)` once the child is out of
+/// the way.
+fn block_every_signal() -> libc::sigset_t {
+    // SAFETY: sigfillset and pthread_sigmask with valid pointers.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        old
     }
 }
 
@@ -588,14 +595,7 @@ fn spawn_elsewhere(
 
     // No signal reaches the child before it has reset the handlers it has copies of (they
     // would run on our memory).
-    // SAFETY: sigfillset and pthread_sigmask with valid pointers.
-    let old_mask = unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-        old
-    };
+    let old_mask = block_every_signal();
     let setup_ref = SetupRef(&*setup);
     #[cfg(target_arch = "x86_64")]
     let spawned = {
