@@ -268,7 +268,7 @@ impl std::fmt::Debug for Extras {
 }
 
 /// A bwrap started now for `command` under `sandbox`, when its run will spawn one that can
-/// wait (`PrespawnKind::for_mode`): its start-up (loading its libraries, ~1 ms) overlaps the
+/// wait (`PrespawnKind::for_run`): its start-up (loading its libraries, ~1 ms) overlaps the
 /// policy's resolution and the plan.
 #[cfg(target_os = "linux")]
 fn prespawn(
@@ -277,12 +277,7 @@ fn prespawn(
 ) -> Option<paddock_linux_bwrap::runtime::prespawn::Prespawned> {
     let inner = &sandbox.inner;
     use paddock_linux_bwrap::runtime::prespawn::{PrespawnKind, Prespawned};
-    let kind = PrespawnKind::for_mode(inner.itemize, inner.toggles, || {
-        let mode = inner.itemize.unwrap_or(paddock_policy::ItemizeMode::Auto);
-        paddock_linux_bwrap::runtime::observe::choose(mode, &inner.facts, inner.toggles)
-            .0
-            .observes()
-    })?;
+    let kind = PrespawnKind::for_run(inner.itemize, inner.toggles, &inner.facts)?;
     let bwrap = inner.facts.bwrap.as_deref().and_then(paddock_policy::AbsPathBuf::new_lexical)?;
     Prespawned::start_for(&bwrap, kind.observed(), streams(command)).ok()
 }

@@ -329,9 +329,7 @@ fn prespawn_for(
         return None;
     }
     let mode = args.itemize.map(paddock_policy::ItemizeMode::from).or_else(itemize_env);
-    let kind = PrespawnKind::for_mode(mode, toggles_from_env(), || {
-        observes(mode.unwrap_or(paddock_policy::ItemizeMode::Auto), facts)
-    })?;
+    let kind = PrespawnKind::for_run(mode, toggles_from_env(), facts)?;
     let bwrap = facts.bwrap.as_deref().and_then(AbsPathBuf::new_lexical)?;
     match early {
         Some(pre) if pre.program() == &bwrap && pre.is_observed() == kind.observed() => Some(pre),
@@ -353,7 +351,7 @@ pub type Prespawned = paddock_linux_bwrap::runtime::prespawn::Prespawned;
 use paddock_linux_bwrap::runtime::prespawn::PrespawnKind;
 
 /// Starts bwrap from the raw command line, before clap has parsed it (0.1-0.2 ms sooner),
-/// when it is a `paddock run` that prespawns (`prespawns`): `--itemize MODE` (or
+/// when it is a `paddock run` that prespawns (`PrespawnKind::for_mode`): `--itemize MODE` (or
 /// `--itemize=MODE`) before `--`, else `PADDOCK_ITEMIZE`. A guess only: `prespawn_for`
 /// decides from the parsed arguments and kills it when it guessed wrong (the bwrap waiting
 /// for its setup never sees any).

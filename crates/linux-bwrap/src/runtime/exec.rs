@@ -338,6 +338,44 @@ pub fn spawn_with(
     Ok(Spawned { child, signal_tx, placeholders })
 }
 
+/// The descriptors a child's standard streams are given from (`/dev/null` or a pipe's write
+/// end, with the stream's number; an inherited stream has none), and the runner's read ends
+/// of the piped ones. A piped stdin reads as `/dev/null` does: the runner writes nothing.
+#[derive(Debug, Default)]
+pub(crate) struct StreamFds {
+    /// (descriptor, 0, 1 or 2).
+    pub given: Vec<(OwnedFd, RawFd)>,
+    /// The read end of a piped stdout.
+    pub stdout: Option<File>,
+    /// The read end of a piped stderr.
+    pub stderr: Option<File>,
+}
+
+impl StreamFds {
+    /// Opens what `output` asks for.
+    pub(crate) fn open(output: Output) -> std::io::Result<StreamFds> {
+        let mut out = StreamFds::default();
+        for (fd, stream) in [(0, output.stdin), (1, output.stdout), (2, output.stderr)] {
+            let given = match stream {
+                Stream::Inherit => continue,
+                Stream::Null | Stream::Piped if fd == 0 => {
+                    OwnedFd::from(std::fs::OpenOptions::new().read(true).open("/dev/null")?)
+                }
+                Stream::Null => {
+                    OwnedFd::from(std::fs::OpenOptions::new().write(true).open("/dev/null")?)
+                }
+                Stream::Piped => {
+                    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+                    *if fd == 1 { &mut out.stdout } else { &mut out.stderr } = Some(File::from(r));
+                    w
+                }
+            };
+            out.given.push((given, fd));
+        }
+        Ok(out)
+    }
+}
+
 /// Spawns `plan` with `posix_spawn`, which glibc implements with a `CLONE_VM | CLONE_VFORK`
 /// child: nothing of this process is copied, where a fork copies its page tables and the
 /// child's exec tears the copy down again (0.38 ms more per spawn, measured with an 8 MiB
@@ -374,41 +412,17 @@ fn spawn_posix(
     let cwd = cstr(plan.cwd.as_os_str().as_bytes())?;
 
     let mut actions = PosixSpawnFileActions::init()?;
-    let mut moved: Vec<OwnedFd> = Vec::with_capacity(pairs.len() + 2);
-    for (high, dst) in moved_above(pairs, max_target)? {
+    // The streams' descriptors are moved above every target with the payloads: one opened
+    // at a payload's number would be overwritten there before it reached its stream.
+    let streams = StreamFds::open(output)?;
+    let mut all: Vec<(RawFd, RawFd)> = pairs.to_vec();
+    all.extend(streams.given.iter().map(|(fd, dst)| (fd.as_raw_fd(), *dst)));
+    let mut moved: Vec<OwnedFd> = Vec::with_capacity(all.len());
+    for (high, dst) in moved_above(&all, max_target)? {
         actions.add_dup2(high.as_raw_fd(), dst)?;
         moved.push(high);
     }
-    let mut readers = (None, None);
-    for (fd, stream) in [(0, output.stdin), (1, output.stdout), (2, output.stderr)] {
-        match stream {
-            Stream::Inherit => {}
-            Stream::Null => {
-                let flag =
-                    if fd == 0 { nix::fcntl::OFlag::O_RDONLY } else { nix::fcntl::OFlag::O_WRONLY };
-                actions.add_open(fd, c"/dev/null", flag, nix::sys::stat::Mode::empty())?;
-            }
-            // A piped stdin is not offered: the runner has nothing to write.
-            Stream::Piped if fd == 0 => {
-                actions.add_open(
-                    fd,
-                    c"/dev/null",
-                    nix::fcntl::OFlag::O_RDONLY,
-                    nix::sys::stat::Mode::empty(),
-                )?;
-            }
-            Stream::Piped => {
-                let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-                actions.add_dup2(w.as_raw_fd(), fd)?;
-                moved.push(w);
-                if fd == 1 {
-                    readers.0 = Some(File::from(r));
-                } else {
-                    readers.1 = Some(File::from(r));
-                }
-            }
-        }
-    }
+    let readers = (streams.stdout, streams.stderr);
     // SAFETY: `PosixSpawnFileActions` is `repr(transparent)` over the libc type; the path
     // is a valid NUL-terminated string that outlives the call (glibc copies it).
     let rc = unsafe {

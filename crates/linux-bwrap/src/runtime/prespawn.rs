@@ -41,7 +41,6 @@
 use std::fs::File;
 use std::io::{Seek, SeekFrom, Write};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -82,6 +81,19 @@ impl PrespawnKind {
                 observed().then_some(PrespawnKind::Observed)
             }
         }
+    }
+
+    /// [`PrespawnKind::for_mode`] on a probed host: the observers itemize where `facts`
+    /// and `toggles` allow them ([`crate::runtime::observe::choose`]).
+    pub fn for_run(
+        mode: Option<paddock_policy::ItemizeMode>,
+        toggles: crate::runtime::Toggles,
+        facts: &paddock_policy::HostFacts,
+    ) -> Option<PrespawnKind> {
+        PrespawnKind::for_mode(mode, toggles, || {
+            let mode = mode.unwrap_or(paddock_policy::ItemizeMode::Auto);
+            crate::runtime::observe::choose(mode, facts, toggles).0.observes()
+        })
     }
 
     /// Whether it waits for an observed run.
@@ -151,35 +163,9 @@ impl Prespawned {
             .context("cannot create bwrap's argument pipe")?;
         let mut keep: Vec<OwnedFd> = vec![args_r];
         let mut pairs: Vec<(RawFd, RawFd)> = vec![(keep[0].as_raw_fd(), ARGS_FD)];
-        let mut readers = (None, None);
-        for (fd, stream) in [(0, output.stdin), (1, output.stdout), (2, output.stderr)] {
-            use crate::runtime::exec::Stream;
-            let null = |fd: RawFd| {
-                let flags = if fd == 0 { libc::O_RDONLY } else { libc::O_WRONLY };
-                std::fs::OpenOptions::new()
-                    .read(fd == 0)
-                    .write(fd != 0)
-                    .custom_flags(flags)
-                    .open("/dev/null")
-                    .map(OwnedFd::from)
-                    .context("cannot open /dev/null")
-            };
-            let given = match stream {
-                Stream::Inherit => continue,
-                // A piped stdin gets nothing written: it reads as `/dev/null` does.
-                Stream::Null => null(fd)?,
-                Stream::Piped if fd == 0 => null(fd)?,
-                Stream::Piped => {
-                    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-                        .context("cannot create the task's output pipe")?;
-                    if fd == 1 {
-                        readers.0 = Some(File::from(r));
-                    } else {
-                        readers.1 = Some(File::from(r));
-                    }
-                    w
-                }
-            };
+        let streams = crate::runtime::exec::StreamFds::open(output)
+            .context("cannot open the task's standard streams")?;
+        for (given, fd) in streams.given {
             pairs.push((given.as_raw_fd(), fd));
             keep.push(given);
         }
@@ -210,7 +196,8 @@ impl Prespawned {
             .with_context(|| format!("cannot start {}", bwrap))?;
         // The child has copies of its own.
         drop(keep);
-        let child = SpawnedChild { pid: starting.pid, stdout: readers.0, stderr: readers.1 };
+        let child =
+            SpawnedChild { pid: starting.pid, stdout: streams.stdout, stderr: streams.stderr };
         Ok(Prespawned {
             starting: Some(starting),
             affinity,
@@ -265,7 +252,6 @@ impl Prespawned {
             && plan.cwd.as_path() == Path::new("/")
             && plan.signal_fd == Some(SIGNAL_FD)
             && plan.observer.is_some() == self.is_observed()
-            && (!self.is_observed() || self.record_taken)
             && descriptors
     }
 
@@ -280,7 +266,9 @@ impl Prespawned {
     ) -> std::io::Result<()> {
         use std::sync::atomic::{AtomicI32, Ordering};
         let Some(namespace) = &self.namespace else { return Ok(()) };
-        let pid = self.child.as_ref().map_or(0, |c| c.pid);
+        let pid = self.child.as_ref().map(|c| c.pid).ok_or_else(|| {
+            std::io::Error::other("the waiting bwrap is gone before its namespace was joined")
+        })?;
         // bwrap is our child, not reaped: the pid is still its.
         let open = |name: &str| File::open(format!("/proc/{pid}/ns/{name}"));
         let user = if namespace.is_root() { None } else { Some(open("user")?) };
@@ -650,9 +638,9 @@ impl crate::runtime::exec::Waiting for Prespawned {
         let simple = shape.inherits.is_empty()
             && if self.is_observed() {
                 // The one descriptor handed is the record pipe's write end, which bwrap has
-                // at its place already; the observer and the self mounts are made in its
-                // namespace.
-                shape.extra == [RECORD_FD] && shape.observer
+                // at its place already (the run took it: `take_record_for`); the observer
+                // and the self mounts are made in its namespace.
+                self.record_taken && shape.extra == [RECORD_FD] && shape.observer
             } else {
                 shape.extra.is_empty() && !shape.observer && !shape.self_mounts
             };
@@ -691,15 +679,12 @@ impl PrespawnSlot {
     pub fn take_record_for(&self, plan: &SpawnPlan, output: Output) -> Option<(OwnedFd, OwnedFd)> {
         let mut slot = self.0.lock().ok()?;
         let pre = slot.as_mut()?;
-        if !pre.is_observed() {
+        if !pre.is_observed() || !pre.fits_plan(plan, output, true) {
             return None;
         }
+        let record = pre.record.take()?;
         pre.record_taken = true;
-        if !pre.fits_plan(plan, output, true) {
-            pre.record_taken = false;
-            return None;
-        }
-        pre.record.take()
+        Some(record)
     }
 }
 
