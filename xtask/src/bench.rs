@@ -80,9 +80,6 @@ fn bridge(root: &Path) -> Result<()> {
     ]))
 }
 
-/// Runs each command once per round, round after round (`RUNS` rounds after 3 warm-up
-/// rounds), output discarded, and returns each one's median wall time. Interleaved, so that
-/// a machine that gets slower or faster meanwhile moves every configuration alike.
 /// min, median and max of one configuration's rounds.
 #[derive(Clone, Copy, Debug)]
 struct Stats {
@@ -329,6 +326,12 @@ fn spawn(root: &Path) -> Result<()> {
     let stats = made_ok.and_then(|()| make_big_project(&big)).and_then(|()| {
         interleaved(&mut [
             &mut || Command::new("/bin/true"),
+            // The runner's own start and exit, doing nothing else: a floor no run goes under.
+            &mut || {
+                let mut c = Command::new(&paddock);
+                c.arg("--version");
+                c
+            },
             &mut || {
                 let mut c = Command::new(&bwrap);
                 c.args(SIMPLEST_BWRAP);
@@ -354,7 +357,7 @@ fn spawn(root: &Path) -> Result<()> {
         let _ = std::fs::remove_dir(path).or_else(|_| std::fs::remove_file(path));
     }
     let stats = stats?;
-    let [bare, simplest, bare_bwrap, off, default, big_off, big_default] = stats[..] else {
+    let [bare, runner, simplest, bare_bwrap, off, default, big_off, big_default] = stats[..] else {
         bail!("one result per configuration expected");
     };
     run(cargo().args(["build", "--release", "-p", "paddock", "--example", "spawn_timing"]))?;
@@ -365,6 +368,7 @@ fn spawn(root: &Path) -> Result<()> {
     let _ = std::fs::remove_dir_all(&big);
     println!("bench spawn: {RUNS} interleaved rounds (library: {}), median (min, max):", RUNS / 4);
     println!("  bare true:                         {bare}");
+    println!("  paddock --version (runner alone):  {runner}");
     println!("  simplest bwrap sandbox (baseline): {simplest}");
     println!("  bare bwrap, paddock's bwrap setup: {bare_bwrap}");
     println!("  paddock run --itemize off:         {off}");
@@ -390,5 +394,12 @@ fn spawn(root: &Path) -> Result<()> {
         bare_bwrap.ratio(&simplest)
     );
     println!("  bare true:                   {}", bare.ratio(&simplest));
+    // The runner starts bwrap once it runs itself: its own start and exit come on top of any
+    // bwrap's, whatever it plans. The floor says how much of a target that leaves.
+    let floor = (simplest.median + runner.median).as_secs_f64() / simplest.median.as_secs_f64();
+    println!(
+        "  runner alone: {}; the floor of any run, the baseline plus it: {floor:.2}x",
+        runner.ratio(&simplest)
+    );
     Ok(())
 }
