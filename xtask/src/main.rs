@@ -84,9 +84,11 @@ fn run_xtask() -> Result<()> {
     match args.first().map(String::as_str) {
         Some("ci") => ci(&root),
         Some("tidy") => tidy::check(&root),
-        Some("test-linux") if args.len() > 1 => container::test_linux_container(&root, &args[1..]),
-        Some("test-linux") => test_linux(&root),
-        Some("matrix") => container::matrix(&root, &args[1..]),
+        Some("test-linux") if args.len() > 1 => {
+            without_skip_logs(container::test_linux_container(&root, &args[1..]))
+        }
+        Some("test-linux") => without_skip_logs(test_linux(&root)),
+        Some("matrix") => without_skip_logs(container::matrix(&root, &args[1..])),
         // The built-in container runner's pid 1 (see container/init.rs).
         Some("__container-init") => container::init::main(&args[1..]),
         Some("test-macos") => test_macos(),
@@ -244,6 +246,13 @@ fn cargo() -> Command {
 /// Where each pass's skip log is written (readable by the unprivileged runs' user).
 pub fn skip_log_dir() -> PathBuf {
     std::env::temp_dir().join(format!("paddock-xtask-skips-{}", std::process::id()))
+}
+
+/// `result`, once the passes' skip logs are gone: each pass has read its own by then, and
+/// nothing of a test command stays in the temporary directory, however it ended.
+fn without_skip_logs(result: Result<()>) -> Result<()> {
+    let _ = std::fs::remove_dir_all(skip_log_dir());
+    result
 }
 
 fn ci(root: &Path) -> Result<()> {

@@ -19,6 +19,9 @@
 //!   masked file refused a task without capabilities.
 //! - Requests on the root (`a0`, `a1`, ... and nothing else) are not recorded: the sandbox
 //!   never sees the root; only bwrap looks there while it sets up.
+//! - Listings carry each entry's attributes (`READDIRPLUS`, when the kernel has it), kept
+//!   as long as a LOOKUP's: the child mounting many masks from the root lists it once and
+//!   finds each file cached (`crate::private_ns::SelfMounts::mount`).
 //!
 //! Records go to a channel the runner drains; a full or closed channel never blocks the
 //! sandbox (it is unbounded, and a send to a dropped receiver is ignored).
@@ -30,8 +33,8 @@ use std::time::{Duration, SystemTime};
 use crossbeam_channel::Sender;
 use fuser::{
     BsdFileFlags, Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo,
-    LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyEmpty, ReplyEntry, ReplyOpen, Request, TimeOrNow,
+    InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, Request, TimeOrNow,
 };
 
 use super::tree::{ROOT, Tree};
@@ -107,7 +110,34 @@ impl ObserverFs {
     }
 }
 
+impl ObserverFs {
+    /// A served directory's entries, `.` and `..` first, with their inodes and kinds.
+    fn entries(&self, ino: u64) -> Option<Vec<(u64, FileType, &OsStr)>> {
+        let node = self.tree.node(ino)?;
+        let mut entries: Vec<(u64, FileType, &OsStr)> = vec![
+            (ino, FileType::Directory, OsStr::new(".")),
+            (node.parent, FileType::Directory, OsStr::new("..")),
+        ];
+        for child in &node.children {
+            if let Some(c) = self.tree.node(*child) {
+                let kind = if c.dir { FileType::Directory } else { FileType::RegularFile };
+                entries.push((*child, kind, c.name.as_os_str()));
+            }
+        }
+        Some(entries)
+    }
+}
+
 impl fuser::Filesystem for ObserverFs {
+    /// Listings come with their entries' attributes (`READDIRPLUS`): a child that binds
+    /// many of the root's files (the masks of hidden files below a write grant) lists the
+    /// root once and then finds each in the kernel's cache, not one round trip each.
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // A kernel without it lists as before: nothing else changes.
+        let _ = config.add_capabilities(InitFlags::FUSE_DO_READDIRPLUS);
+        Ok(())
+    }
+
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         if let Some(attr) = self.tree.child(parent.0, name).and_then(|ino| self.attr(ino)) {
             return reply.entry(&TTL, &attr, Generation(0));
@@ -276,21 +306,31 @@ impl fuser::Filesystem for ObserverFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let Some(node) = self.tree.node(ino.0) else { return reply.error(Errno::ENOENT) };
-        let mut entries: Vec<(u64, FileType, &OsStr)> = vec![
-            (ino.0, FileType::Directory, OsStr::new(".")),
-            (node.parent, FileType::Directory, OsStr::new("..")),
-        ];
-        for child in &node.children {
-            if let Some(c) = self.tree.node(*child) {
-                let kind = if c.dir { FileType::Directory } else { FileType::RegularFile };
-                entries.push((*child, kind, c.name.as_os_str()));
-            }
-        }
+        let Some(entries) = self.entries(ino.0) else { return reply.error(Errno::ENOENT) };
         let skip = usize::try_from(offset).unwrap_or(usize::MAX);
         for (i, (child, kind, name)) in entries.into_iter().enumerate().skip(skip) {
             // The offset of an entry is where the next call resumes.
             if reply.add(INodeNo(child), i as u64 + 1, kind, name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    /// [`readdir`](Self::readdir) with each entry's attributes, cached as a LOOKUP's are.
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let Some(entries) = self.entries(ino.0) else { return reply.error(Errno::ENOENT) };
+        let skip = usize::try_from(offset).unwrap_or(usize::MAX);
+        for (i, (child, _, name)) in entries.into_iter().enumerate().skip(skip) {
+            let Some(attr) = self.attr(child) else { continue };
+            if reply.add(INodeNo(child), i as u64 + 1, name, &TTL, &attr, Generation(0)) {
                 break;
             }
         }
