@@ -111,8 +111,9 @@ impl ObserverFs {
 }
 
 impl ObserverFs {
-    /// A served directory's entries, `.` and `..` first, with their inodes and kinds.
-    fn entries(&self, ino: u64) -> Option<Vec<(u64, FileType, &OsStr)>> {
+    /// A served directory's entries from `offset` on (`.` and `..` first): the offset the
+    /// next listing resumes at after each, its inode, its kind and its name.
+    fn listed(&self, ino: u64, offset: u64) -> Option<Vec<(u64, u64, FileType, &OsStr)>> {
         let node = self.tree.node(ino)?;
         let mut entries: Vec<(u64, FileType, &OsStr)> = vec![
             (ino, FileType::Directory, OsStr::new(".")),
@@ -124,7 +125,16 @@ impl ObserverFs {
                 entries.push((*child, kind, c.name.as_os_str()));
             }
         }
-        Some(entries)
+        let skip = usize::try_from(offset).unwrap_or(usize::MAX);
+        let next = |i: usize| u64::try_from(i).map_or(u64::MAX, |i| i + 1);
+        Some(
+            entries
+                .into_iter()
+                .enumerate()
+                .skip(skip)
+                .map(|(i, (child, kind, name))| (next(i), child, kind, name))
+                .collect(),
+        )
     }
 }
 
@@ -306,11 +316,9 @@ impl fuser::Filesystem for ObserverFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let Some(entries) = self.entries(ino.0) else { return reply.error(Errno::ENOENT) };
-        let skip = usize::try_from(offset).unwrap_or(usize::MAX);
-        for (i, (child, kind, name)) in entries.into_iter().enumerate().skip(skip) {
-            // The offset of an entry is where the next call resumes.
-            if reply.add(INodeNo(child), i as u64 + 1, kind, name) {
+        let Some(entries) = self.listed(ino.0, offset) else { return reply.error(Errno::ENOENT) };
+        for (next, child, kind, name) in entries {
+            if reply.add(INodeNo(child), next, kind, name) {
                 break;
             }
         }
@@ -326,11 +334,10 @@ impl fuser::Filesystem for ObserverFs {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
-        let Some(entries) = self.entries(ino.0) else { return reply.error(Errno::ENOENT) };
-        let skip = usize::try_from(offset).unwrap_or(usize::MAX);
-        for (i, (child, _, name)) in entries.into_iter().enumerate().skip(skip) {
+        let Some(entries) = self.listed(ino.0, offset) else { return reply.error(Errno::ENOENT) };
+        for (next, child, _, name) in entries {
             let Some(attr) = self.attr(child) else { continue };
-            if reply.add(INodeNo(child), i as u64 + 1, name, &TTL, &attr, Generation(0)) {
+            if reply.add(INodeNo(child), next, name, &TTL, &attr, Generation(0)) {
                 break;
             }
         }
