@@ -1,6 +1,6 @@
-//! Passing a descriptor from a forked child to its parent over a socket pair (`SCM_RIGHTS`),
-//! and a one-byte acknowledgement back: the notification listener (task child to
-//! supervisor) and the observer's FUSE device (bwrap's child to the runner). And a record
+//! Passing a descriptor from a forked child to its parent over a socket pair (`SCM_RIGHTS`):
+//! the notification listener (task child to supervisor) and the observer's FUSE device
+//! (bwrap's child to the runner). And a record
 //! with descriptors: a prewarmed sandbox's task and its streams (runner to supervisor). The child's
 //! side allocates nothing (it runs between `fork` and `exec` of a multi-threaded process).
 
@@ -109,30 +109,6 @@ pub fn recv_fd(sock: i32) -> std::io::Result<Option<OwnedFd>> {
         }
         Ok(Some(OwnedFd::from_raw_fd(fd)))
     }
-}
-
-/// The child's wait for the supervisor's acknowledgement: `true` once the byte arrived,
-/// `false` on EOF (the supervisor could not serve). No allocation.
-pub fn wait_ack(sock: i32) -> bool {
-    let mut byte = 0u8;
-    loop {
-        // SAFETY: reading one byte into a valid buffer.
-        let n = unsafe { libc::read(sock, (&raw mut byte).cast(), 1) };
-        if n == 1 {
-            return true;
-        }
-        // SAFETY: reading this thread's errno.
-        if n == 0 || unsafe { *libc::__errno_location() } != libc::EINTR {
-            return false;
-        }
-    }
-}
-
-/// The supervisor's acknowledgement.
-pub fn ack(sock: i32) -> std::io::Result<()> {
-    // SAFETY: writing one byte from a valid buffer.
-    let n = unsafe { libc::send(sock, [b'A'].as_ptr().cast(), 1, libc::MSG_NOSIGNAL) };
-    if n == 1 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
 }
 
 /// Sends `data` (one record: `sock` is a `SOCK_SEQPACKET` socket) and `fds` with it.

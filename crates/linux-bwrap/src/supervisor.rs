@@ -27,10 +27,16 @@
 //! `--itemize observe` ([`crate::notify`]): when the payload has a record descriptor, the
 //! child also installs the notification filter after the main one, with a new listener, and
 //! passes the listener up a socket pair prepared before the fork (kept at fd 3 through the
-//! descriptor sweep). The supervisor serves it on a thread and acknowledges; only then does
-//! the child close its copies and exec. No listener, no task: installing the filter failing
-//! (a listener already in the chain: `EBUSY`; a kernel before 5.0) or the supervisor failing
-//! to serve it is exit 125, because `socket(AF_UNIX)` is refused by that filter alone.
+//! descriptor sweep), closes its copies and executes at once: the kernel holds every call the
+//! filter notifies until the supervisor, once the child has executed, serves the listener on
+//! a thread (the child shares the supervisor's memory until then, as without observers). No
+//! listener, no task: installing the filter failing (a listener already in the chain:
+//! `EBUSY`; a kernel before 5.0) is exit 125 before the task runs, because
+//! `socket(AF_UNIX)` is refused by that filter alone. A supervisor that then cannot serve
+//! it kills the task and exits 125: until then the notified calls waited, unanswered (a
+//! listener closed unserved fails them with `ENOSYS`), so the walls never depended on the
+//! server. Not waiting for the server saves the task a round trip between the two processes
+//! and a copy of the supervisor (`fork`) on every observed run (0.1 ms here).
 //! Unix sockets granted by path ([`crate::notify::unix`]) install the same filter whatever
 //! the itemizing, without a record descriptor; the grants' sockets are opened before the
 //! fork, and a kernel without `pidfd_getfd` refuses the run.
@@ -299,14 +305,15 @@ fn run(args: &[OsString]) -> Result<i32, String> {
         return Ok(code);
     }
 
-    let pid = if prepared.gate.is_none() && prepared.notify.is_none() {
+    let pid = if prepared.gate.is_none() {
         // The child shares this process's memory until it execs: it only makes syscalls on
-        // data prepared before (the supervisor is single-threaded here: no relays, no
-        // notifier thread, so the allocator is nobody else's while it runs).
+        // data prepared before (the supervisor is single-threaded here: no relays, and the
+        // notifier's thread starts once the child has executed, so the allocator is nobody
+        // else's while it runs).
         crate::vfork::spawn(|| child(&prepared, &mask)).map_err(|e| format!("clone: {e}"))?
     } else {
-        // The child waits for the relays or for the notifier's acknowledgement, which this
-        // process gives after the fork: a child that shares its memory could not wait.
+        // The child waits for the relays, which this process starts after the fork: a child
+        // that shares its memory could not wait.
         // SAFETY: the supervisor is single-threaded, so the child may run any code; it only
         // calls async-signal-safe functions and exits through `_exit` or `execve`.
         let pid = unsafe { libc::fork() };
@@ -368,9 +375,9 @@ fn run(args: &[OsString]) -> Result<i32, String> {
     Ok(code)
 }
 
-/// Receives the child's listener, starts serving it and lets the child go on. `Ok(None)`:
-/// the child died before sending it (its own message and exit code tell why). Any other
-/// failure kills the child before it runs the task.
+/// Receives the listener the child sent before it executed the task, and starts serving it.
+/// `Ok(None)`: the child died before sending it (its own message and exit code tell why).
+/// Any other failure kills the task, whose notified calls are waiting for an answer.
 fn serve_notifications(
     pid: libc::pid_t,
     prep: &NotifyPrep,
@@ -387,18 +394,12 @@ fn serve_notifications(
             Some(listener) => notify::serve::Server::start(listener, records, opts, grants)
                 .map(Some)
                 .map_err(|e| format!("cannot serve the write notifications: {e}")),
-        })
-        .and_then(|server| match server {
-            Some(server) => crate::fdpass::ack(prep.parent_sock)
-                .map(|()| Some(server))
-                .map_err(|e| format!("cannot release the task: {e}")),
-            None => Ok(None),
         });
     if started.is_err() {
-        // SAFETY: killing our own child, which waits for the acknowledgement.
+        // SAFETY: killing our own child, the task, not reaped yet.
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
-    // SAFETY: closing our end: the child has what it needs (or is dead).
+    // SAFETY: closing our end: the listener came over it (or the child is dead).
     unsafe { libc::close(prep.parent_sock) };
     started
 }
@@ -497,8 +498,8 @@ pub(super) fn inherited(fd: i32, what: &str) -> Result<std::os::fd::OwnedFd, Str
 }
 
 /// The child's side of the notification setup: installs the filter with a listener, sends
-/// it up fd 3, waits for the supervisor to serve it, and closes both. Exits 125 on any
-/// failure. No allocation.
+/// it up fd 3 (the supervisor serves it once the child has executed), and closes both. Exits
+/// 125 on any failure. No allocation.
 fn install_notify(program: &[libc::sock_filter]) {
     fn fail(what: &[u8], errno: i32) -> ! {
         let mut msg = [0u8; 256];
@@ -537,11 +538,8 @@ fn install_notify(program: &[libc::sock_filter]) {
     if let Err(errno) = crate::fdpass::send_fd(NOTIFY_SOCK_FD, listener) {
         fail(b"pass the notification listener to the supervisor", errno);
     }
-    // SAFETY: closing our copy: the supervisor holds the listener now.
+    // SAFETY: closing our copy: the message in the socket holds the listener now.
     unsafe { libc::close(listener) };
-    if !crate::fdpass::wait_ack(NOTIFY_SOCK_FD) {
-        fail(b"start the write notifications in the supervisor", 0);
-    }
     // SAFETY: closing the socket pair's end; nothing of it reaches the task.
     unsafe { libc::close(NOTIFY_SOCK_FD) };
 }
