@@ -196,16 +196,15 @@ impl SelfMounts {
             };
             mounts.push((c(&bind.path)?, kind, source));
         }
-        let mut parents: Vec<&std::path::Path> =
-            binds.iter().filter_map(|b| b.source.as_ref()?.as_path().parent()).collect();
-        parents.sort_unstable();
-        let listed = parents
-            .windows(2)
-            .filter(|w| w[0] == w[1])
-            .map(|w| w[0])
-            .collect::<std::collections::BTreeSet<_>>()
+        let mut sources_in: std::collections::BTreeMap<&std::path::Path, usize> =
+            std::collections::BTreeMap::new();
+        for dir in binds.iter().filter_map(|b| b.source.as_ref()?.as_path().parent()) {
+            *sources_in.entry(dir).or_default() += 1;
+        }
+        let listed = sources_in
             .into_iter()
-            .map(|p| CString::new(p.as_os_str().as_bytes()))
+            .filter(|(_, sources)| *sources > 1)
+            .map(|(dir, _)| CString::new(dir.as_os_str().as_bytes()))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|_| "a masked file's directory holds a NUL byte".to_owned())?;
         Ok(SelfMounts { mounts, listed })
