@@ -279,7 +279,10 @@ fn prespawn(
     use paddock_linux_bwrap::runtime::prespawn::{PrespawnKind, Prespawned};
     let kind = PrespawnKind::for_run(inner.itemize, inner.toggles, &inner.facts)?;
     let bwrap = inner.facts.bwrap.as_deref().and_then(paddock_policy::AbsPathBuf::new_lexical)?;
-    Prespawned::start_for(&bwrap, kind.observed(), streams(command)).ok()
+    // An observed run started by `paddock-supervisor-nolibc` needs `paddock-supervisor`'s copy.
+    let notifier =
+        inner.facts.supervisor_nolibc_exe.as_ref().and(inner.facts.supervisor_exe.as_deref());
+    Prespawned::start_for(&bwrap, kind.observed(), streams(command), notifier).ok()
 }
 
 /// Where `command`'s standard streams go.

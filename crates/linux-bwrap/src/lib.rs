@@ -85,11 +85,15 @@ pub use probe::SUPERVISOR_EXE;
 pub fn run_hidden_subcommand(args: &[std::ffi::OsString]) -> Option<i32> {
     match args.get(1) {
         Some(a) if a == SUPERVISE_SUBCOMMAND => Some(supervisor::main_from_args(&args[2..])),
+        Some(a) if a == supervisor::SERVE_NOTIFY_SUBCOMMAND => {
+            Some(supervisor::serve_notify_main(&args[2..]))
+        }
         Some(a) if a == trace::SHIM_SUBCOMMAND => Some(shim::main_from_args(&args[2..])),
         _ => None,
     }
 }
 pub use plan::{
-    ARGS_FD, BACKEND_NAME, INBOUND_FD, INNER_MASK_PATH, LinuxBwrap, MASKED_FILE, RECORD_FD,
-    SECCOMP_FD, SIGNAL_FD, SUPERVISE_SUBCOMMAND, SUPERVISOR_FD, SUPERVISOR_PATH, bwrap_argv,
+    ARGS_FD, BACKEND_NAME, INBOUND_FD, INNER_MASK_PATH, LinuxBwrap, MASKED_FILE, NOTIFIER_EXE_FD,
+    NOTIFY_BPF_FD, RECORD_FD, SECCOMP_FD, SIGNAL_FD, SUPERVISE_SUBCOMMAND, SUPERVISOR_FD,
+    SUPERVISOR_PATH, bwrap_argv,
 };

@@ -9,21 +9,32 @@
 //! is. The runner applies it last, to runs it does not trace: strace inside the sandbox runs
 //! `paddock-supervisor`'s shim, and the tracers name the supervisor they follow.
 //!
+//! Runs the observers itemize go to it too, when the runner has `paddock-supervisor`'s copy
+//! nobody may read to hand it ([`with_notifier`], `crate::runtime::exec_only`): it starts the
+//! task as it starts any other, the task's child installing the notification filter (at
+//! [`crate::NOTIFY_BPF_FD`]) after the main one and sending its listener up; at the task's
+//! first notified call it executes that copy (at [`crate::NOTIFIER_EXE_FD`]) in its own
+//! process, which serves the listener from then on (`supervisor::serve_notify`). A task that
+//! never makes such a call never pays for the server's start.
+//!
 //! # The payload
 //!
 //! NUL-terminated fields, in this order, each a byte string that cannot hold a NUL:
 //!
 //! ```text
 //! paddock-exec-payload  VERSION  CWD  SECCOMP_FD  SIGNAL_FD|-  MOUNT_IDS_FD|-
+//! NOTIFY_BPF_FD|-  NOTIFIER_EXE_FD|-  NOTIFIERC  NOTIFIER_ARG...
 //! INNERC  (r|w)PATH...  PROGRAM  ARGC  ARG...  ENVC  KEY=VALUE...
 //! ```
 //!
-//! Each inner mount ([`SupervisorPayload::inner_mounts`]) is its path after one byte: `r`
-//! read-only, `w` as it is, `m` masked with the file at [`crate::INNER_MASK_PATH`]. Numbers
-//! are decimal. Nothing follows the last variable. The supervisor reads it without
-//! copying: the fields are the strings `execve` takes.
+//! The notifier's fields are `-`, `-`, `0` for a run that is not observed; for one that is,
+//! its arguments are the server's command line but for the `--task PID --listener FD` the
+//! supervisor adds. Each inner mount ([`SupervisorPayload::inner_mounts`]) is its path after
+//! one byte: `r` read-only, `w` as it is, `m` masked with the file at
+//! [`crate::INNER_MASK_PATH`]. Numbers are decimal. Nothing follows the last variable. The
+//! supervisor reads it without copying: the fields are the strings `execve` takes.
 
-use paddock_policy::{AbsPathBuf, SpawnPlan};
+use paddock_policy::{AbsPathBuf, Payload, SpawnPlan};
 
 use crate::payload::SupervisorPayload;
 
@@ -31,20 +42,25 @@ use crate::payload::SupervisorPayload;
 pub const MAGIC: &str = "paddock-exec-payload";
 /// The executable's name, next to `paddock`.
 pub const SUPERVISOR_NOLIBC_EXE: &str = "paddock-supervisor-nolibc";
+/// The name of the notification filter's payload.
+pub const NOTIFY_BPF_PAYLOAD: &str = "notify-bpf";
 
 /// The payload for `paddock-supervisor-nolibc`, or `None` when `p` needs
-/// `paddock-supervisor` (relays, observers, a tracer) or holds what this format cannot (a NUL
-/// byte, a variable name with `=`), which that supervisor then reports.
-pub fn encode(p: &SupervisorPayload) -> Option<Vec<u8>> {
+/// `paddock-supervisor` (relays, a tracer, unix sockets granted by path, a prewarmed task;
+/// the observers unless `observed`, when it needs them) or holds what this format cannot (a
+/// NUL byte, a variable name with `=`), which that supervisor then reports.
+pub fn encode(p: &SupervisorPayload, observed: bool) -> Option<Vec<u8>> {
     let plain = p.relays.is_empty()
-        && p.record_fd.is_none()
-        && !p.record_connects
-        && !p.refuse_unix_sockets
         && p.unix_socket_grants.is_empty()
         && !p.wait_for_tracer
         && p.strace_inside.is_none()
         && p.task_fd.is_none();
-    if !plain || p.env.iter().any(|(k, _)| k.0.as_encoded_bytes().contains(&b'=')) {
+    let notifies = p.record_fd.is_some() || p.record_connects || p.refuse_unix_sockets;
+    if !plain
+        || notifies != observed
+        || (observed && p.record_fd.is_none())
+        || p.env.iter().any(|(k, _)| k.0.as_encoded_bytes().contains(&b'='))
+    {
         return None;
     }
     let mut out = Vec::new();
@@ -56,18 +72,46 @@ pub fn encode(p: &SupervisorPayload) -> Option<Vec<u8>> {
         out.push(0);
         Some(())
     };
-    let number = |n: usize| n.to_string();
+    let number = |n: i32| usize::try_from(n).ok().map(|n| n.to_string());
+    let optional = |fd: Option<i32>| match fd {
+        Some(fd) => number(fd),
+        None => Some("-".to_owned()),
+    };
     field(MAGIC.as_bytes())?;
     field(p.version.as_bytes())?;
     field(p.cwd.0.as_encoded_bytes())?;
-    field(number(usize::try_from(p.seccomp_fd).ok()?).as_bytes())?;
+    field(number(p.seccomp_fd)?.as_bytes())?;
     for fd in [p.signal_fd, p.mount_ids_fd] {
-        match fd {
-            Some(fd) => field(number(usize::try_from(fd).ok()?).as_bytes())?,
-            None => field(b"-")?,
+        field(optional(fd)?.as_bytes())?;
+    }
+    match p.record_fd.filter(|_| observed) {
+        None => ["-", "-", "0"].into_iter().try_for_each(|f| field(f.as_bytes()))?,
+        Some(record_fd) => {
+            field(number(crate::NOTIFY_BPF_FD)?.as_bytes())?;
+            field(number(crate::NOTIFIER_EXE_FD)?.as_bytes())?;
+            let options = match (p.record_connects, p.refuse_unix_sockets) {
+                (false, false) => "-",
+                (true, false) => "c",
+                (false, true) => "u",
+                (true, true) => "cu",
+            };
+            let args = [
+                crate::SUPERVISOR_EXE.to_owned(),
+                crate::supervisor::SERVE_NOTIFY_SUBCOMMAND.to_owned(),
+                "--version".to_owned(),
+                p.version.clone(),
+                "--record-fd".to_owned(),
+                number(record_fd)?,
+                "--signal-fd".to_owned(),
+                optional(p.signal_fd)?,
+                "--options".to_owned(),
+                options.to_owned(),
+            ];
+            field(args.len().to_string().as_bytes())?;
+            args.iter().try_for_each(|a| field(a.as_bytes()))?;
         }
     }
-    field(number(p.inner_mounts.len()).as_bytes())?;
+    field(p.inner_mounts.len().to_string().as_bytes())?;
     for m in &p.inner_mounts {
         let kind: &[u8] = match (m.mask, m.read_only) {
             (true, _) => b"m",
@@ -77,11 +121,11 @@ pub fn encode(p: &SupervisorPayload) -> Option<Vec<u8>> {
         field(&[kind, m.path.0.as_encoded_bytes()].concat())?;
     }
     field(p.program.0.as_encoded_bytes())?;
-    field(number(p.args.len()).as_bytes())?;
+    field(p.args.len().to_string().as_bytes())?;
     for arg in &p.args {
         field(arg.0.as_encoded_bytes())?;
     }
-    field(number(p.env.len()).as_bytes())?;
+    field(p.env.len().to_string().as_bytes())?;
     for (key, value) in &p.env {
         field(&[key.0.as_encoded_bytes(), b"=", value.0.as_encoded_bytes()].concat())?;
     }
@@ -91,10 +135,40 @@ pub fn encode(p: &SupervisorPayload) -> Option<Vec<u8>> {
 /// `plan` run by `supervisor` (the `paddock-supervisor-nolibc` executable) when its payload
 /// allows ([`encode`]); else `None`, and `plan` stays as it is.
 pub fn without_libc(plan: &SpawnPlan, supervisor: &AbsPathBuf) -> Option<SpawnPlan> {
+    repoint(plan, supervisor, false)
+}
+
+/// An observed `plan` run by `supervisor` (the `paddock-supervisor-nolibc` executable), its
+/// notification filter at [`crate::NOTIFY_BPF_FD`]: the runner must give the child
+/// `paddock-supervisor`'s copy nobody may read at [`crate::NOTIFIER_EXE_FD`]. `None` when
+/// the payload needs more than the observers of `paddock-supervisor` ([`encode`]).
+pub fn with_notifier(plan: &SpawnPlan, supervisor: &AbsPathBuf) -> Option<SpawnPlan> {
+    repoint(plan, supervisor, true)
+}
+
+/// `plan` with the supervisor's bind pointed at `supervisor` and its payload in this
+/// format; for an `observed` plan, with the notification filter's payload too.
+fn repoint(plan: &SpawnPlan, supervisor: &AbsPathBuf, observed: bool) -> Option<SpawnPlan> {
     let mut plan = plan.clone();
     let sup = plan.payloads.iter_mut().find(|p| p.name == "supervisor")?;
-    let encoded = encode(&SupervisorPayload::from_bytes(&sup.bytes, sup.fd).ok()?)?;
-    sup.bytes = encoded;
+    let payload = SupervisorPayload::from_bytes(&sup.bytes, sup.fd).ok()?;
+    sup.bytes = encode(&payload, observed)?;
+    if observed {
+        let opts = crate::notify::filter::Options {
+            record_connects: payload.record_connects,
+            refuse_unix_sockets: payload.refuse_unix_sockets,
+            unix_grants: false,
+        };
+        let program = crate::notify::filter::program(opts, true);
+        if program.is_empty() {
+            return None;
+        }
+        plan.payloads.push(Payload {
+            name: NOTIFY_BPF_PAYLOAD.to_owned(),
+            fd: crate::NOTIFY_BPF_FD,
+            bytes: program.iter().flat_map(bpf_bytes).collect(),
+        });
+    }
     // The supervisor's bind is the last op, so the last three arguments (see `ops`).
     let args = plan.payloads.iter_mut().find(|p| p.name == "bwrap-args")?;
     let fields: Vec<&[u8]> = args.bytes.strip_suffix(&[0])?.split(|&b| b == 0).collect();
@@ -114,6 +188,16 @@ pub fn without_libc(plan: &SpawnPlan, supervisor: &AbsPathBuf) -> Option<SpawnPl
     }
     args.bytes = bytes;
     Some(plan)
+}
+
+/// One instruction as the kernel reads it: code, jt, jf, k, in this machine's byte order.
+fn bpf_bytes(insn: &libc::sock_filter) -> [u8; 8] {
+    let mut out = [0; 8];
+    out[..2].copy_from_slice(&insn.code.to_ne_bytes());
+    out[2] = insn.jt;
+    out[3] = insn.jf;
+    out[4..].copy_from_slice(&insn.k.to_ne_bytes());
+    out
 }
 
 /// The last three arguments of a plan's bwrap setup, for tests.
@@ -160,9 +244,9 @@ mod tests {
 
     #[test]
     fn a_plain_payload_is_its_fields_each_ended_by_a_nul() {
-        let bytes = encode(&plain()).unwrap();
+        let bytes = encode(&plain(), false).unwrap();
         expect_test::expect![[r#"
-            "paddock-exec-payload\01.2.3\0/work/p\05\06\0-\00\0sh\03\0sh\0-c\0echo é\01\0PATH=/usr/bin:/bin\0"
+            "paddock-exec-payload\01.2.3\0/work/p\05\06\0-\0-\0-\00\00\0sh\03\0sh\0-c\0echo é\01\0PATH=/usr/bin:/bin\0"
         "#]]
         .assert_debug_eq(&String::from_utf8(bytes).unwrap());
         let inner = vec![
@@ -177,15 +261,22 @@ mod tests {
                 mask: true,
             },
         ];
-        let with_inner = encode(&SupervisorPayload { inner_mounts: inner, ..plain() }).unwrap();
+        let with_inner =
+            encode(&SupervisorPayload { inner_mounts: inner, ..plain() }, false).unwrap();
         assert!(
-            String::from_utf8(with_inner)
-                .unwrap()
-                .contains(concat!("\0-\0", "2\0w/work/p/.git\0m/work/p/.bashrc\0sh\0")),
+            String::from_utf8(with_inner).unwrap().contains(concat!(
+                "\0-\0-\0-\0",
+                "0\0",
+                "2\0w/work/p/.git\0m/work/p/.bashrc\0sh\0"
+            )),
             "each inner mount after the count, its kind byte first"
         );
-        let no_channel = encode(&SupervisorPayload { signal_fd: None, ..plain() }).unwrap();
-        assert!(String::from_utf8(no_channel).unwrap().contains(concat!("\0-\0-\0", "0\0sh\0")));
+        let no_channel = encode(&SupervisorPayload { signal_fd: None, ..plain() }, false).unwrap();
+        assert!(String::from_utf8(no_channel).unwrap().contains(concat!(
+            "\0-\0-\0-\0-\0",
+            "0\0",
+            "0\0sh\0"
+        )));
     }
 
     #[test]
@@ -215,7 +306,7 @@ mod tests {
             SupervisorPayload { env: vec![(Bytes("A".into()), Bytes("c\0".into()))], ..plain() },
         ];
         for p in needs_more {
-            assert_eq!(encode(&p), None, "{p:?}");
+            assert_eq!(encode(&p, false), None, "{p:?}");
         }
     }
 
@@ -250,7 +341,47 @@ mod tests {
         let sup = light.payloads.iter().find(|p| p.name == "supervisor").unwrap();
         assert!(sup.bytes.starts_with(b"paddock-exec-payload\0"));
 
-        // An observed plan needs the full supervisor.
+        // An observed plan needs the notifier.
         assert!(without_libc(&plan_of(true), &exe).is_none());
+        assert!(with_notifier(&plan, &exe).is_none());
+    }
+
+    #[test]
+    fn an_observed_plan_gets_the_notification_filter_and_the_servers_command_line() {
+        let plan = plan_of(true);
+        let exe = AbsPathBuf::new_lexical("/opt/paddock/paddock-supervisor-nolibc").unwrap();
+        let light = with_notifier(&plan, &exe).unwrap();
+        assert_eq!(last_op(&light)[1], OsStr::new("/opt/paddock/paddock-supervisor-nolibc"));
+        let sup = plan.payloads.iter().find(|p| p.name == "supervisor").unwrap();
+        let full = SupervisorPayload::from_bytes(&sup.bytes, sup.fd).unwrap();
+        let opts = crate::notify::filter::Options {
+            record_connects: full.record_connects,
+            refuse_unix_sockets: full.refuse_unix_sockets,
+            unix_grants: false,
+        };
+        // The program `paddock-supervisor` would have installed, byte for byte.
+        let bpf = light.payloads.iter().find(|p| p.name == NOTIFY_BPF_PAYLOAD).unwrap();
+        assert_eq!(bpf.fd, crate::NOTIFY_BPF_FD);
+        let program = crate::notify::filter::program(opts, true);
+        assert_eq!(bpf.bytes.len(), program.len() * 8);
+        assert_eq!(bpf.bytes, program.iter().flat_map(bpf_bytes).collect::<Vec<u8>>());
+        assert!(light.free_fd() > crate::NOTIFY_BPF_FD);
+        let text = String::from_utf8(
+            light.payloads.iter().find(|p| p.name == "supervisor").unwrap().bytes.clone(),
+        )
+        .unwrap();
+        let record = full.record_fd.unwrap();
+        let signal = full.signal_fd.unwrap();
+        assert!(
+            text.contains(&format!(
+                concat!("\0{}\0{}\0", "10\0paddock-supervisor\0__serve-notify\0--version\0{}\0--record-fd\0{}\0--signal-fd\0{}\0--options\0"),
+                crate::NOTIFY_BPF_FD,
+                crate::NOTIFIER_EXE_FD,
+                full.version,
+                record,
+                signal,
+            )),
+            "{text:?}"
+        );
     }
 }

@@ -43,6 +43,14 @@ pub const SIGNAL_FD: i32 = 6;
 pub const RECORD_FD: i32 = 7;
 /// `allow.local-ports`: the supervisor receives the host's connections on this descriptor.
 pub const INBOUND_FD: i32 = 8;
+/// Where an observed run started by `paddock-supervisor-nolibc` has the notification
+/// filter's BPF program (`crate::nolibc::with_notifier`).
+pub const NOTIFY_BPF_FD: i32 = 10;
+/// Where an observed run started by `paddock-supervisor-nolibc` has the executable that
+/// serves the notification listener once the task makes its first notified call (an
+/// `O_PATH` descriptor of `paddock-supervisor`'s copy nobody may read:
+/// `crate::runtime::exec_only`).
+pub const NOTIFIER_EXE_FD: i32 = 11;
 /// The name, in the task's runtime dir, of the empty mode-0000 file bound over file anchors.
 pub const MASKED_FILE: &str = "masked";
 /// `--itemize observe`: the name, in the task's runtime dir, of the observer filesystem's

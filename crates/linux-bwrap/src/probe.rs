@@ -212,16 +212,19 @@ fn report_supervisor(report: &mut CheckReport, facts: &HostFacts) {
         ),
     }
     let nolibc = crate::nolibc::SUPERVISOR_NOLIBC_EXE;
+    // With `paddock-supervisor` beside it, it starts the observers' runs too.
+    let runs = if facts.supervisor_exe.is_some() {
+        "untraced runs, and of observed ones until their first notified call"
+    } else {
+        "untraced runs"
+    };
     match &facts.supervisor_nolibc_exe {
         Some(path) => push_linking(
             report,
             "untraced supervisor",
             path,
-            format!("{} (no C library) runs as the pid 1 of untraced runs", path.display()),
-            format!(
-                "{} (linked with the C library) runs as the pid 1 of untraced runs",
-                path.display()
-            ),
+            format!("{} (no C library) runs as the pid 1 of {runs}", path.display()),
+            format!("{} (linked with the C library) runs as the pid 1 of {runs}", path.display()),
             "`cargo xtask build` builds it without a C library: untraced runs start about 0.3 ms sooner",
         ),
         None => report.push(
@@ -295,6 +298,14 @@ pub fn nolibc_supervisor_beside(exe: &Path) -> Option<PathBuf> {
     } else {
         None
     }
+}
+
+/// `paddock-supervisor` next to `exe`, when `paddock-supervisor-nolibc` is there too: an
+/// observed run may then be started by the second and served by the first's copy nobody
+/// may read (`crate::nolibc::with_notifier`).
+pub fn notifier_beside(exe: &Path) -> Option<PathBuf> {
+    nolibc_supervisor_beside(exe)?;
+    supervisor_beside(exe)
 }
 
 /// A supervisor named by an embedding program: the canonical path of a regular executable

@@ -14,6 +14,8 @@ pub mod attach;
 pub mod classify;
 #[cfg(target_os = "linux")]
 pub mod exec;
+#[cfg(target_os = "linux")]
+pub mod exec_only;
 pub mod hardlinks;
 pub mod host;
 #[cfg(target_os = "linux")]

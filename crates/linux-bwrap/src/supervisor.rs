@@ -37,6 +37,9 @@
 //! listener closed unserved fails them with `ENOSYS`), so the walls never depended on the
 //! server. Not waiting for the server saves the task a round trip between the two processes
 //! and a copy of the supervisor (`fork`) on every observed run (0.1 ms here).
+//! An observed run that `paddock-supervisor-nolibc` started comes here once its task makes
+//! a notified call, through `__serve-notify` ([`serve_notify`]): the listener is served from
+//! then on, by this process as the sandbox's pid 1.
 //! Unix sockets granted by path ([`crate::notify::unix`]) install the same filter whatever
 //! the itemizing, without a record descriptor; the grants' sockets are opened before the
 //! fork, and a kernel without `pidfd_getfd` refuses the run.
@@ -44,7 +47,11 @@
 //! Exit codes of its own: 125 (supervisor error, the task never ran), 126 (found but not
 //! executable), 127 (not found), as a shell would.
 
+mod serve_notify;
 mod tracer;
+
+pub use serve_notify::SERVE_NOTIFY_SUBCOMMAND;
+pub(crate) use serve_notify::main_from_args as serve_notify_main;
 
 use std::ffi::{CString, OsString};
 
@@ -285,19 +292,7 @@ fn run(args: &[OsString]) -> Result<i32, String> {
 
     // SIGCHLD arrives through a signalfd, so one poll waits for both a child and a polite
     // signal. Block it before fork so that no exit is missed.
-    let mut mask = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
-    // SAFETY: sigemptyset initializes the set; sigaddset and sigprocmask get valid pointers.
-    let (mask, sfd) = unsafe {
-        libc::sigemptyset(mask.as_mut_ptr());
-        let mut mask = mask.assume_init();
-        libc::sigaddset(&mut mask, libc::SIGCHLD);
-        libc::sigprocmask(libc::SIG_BLOCK, &mask, std::ptr::null_mut());
-        let sfd = libc::signalfd(-1, &mask, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
-        (mask, sfd)
-    };
-    if sfd < 0 {
-        return Err(format!("signalfd: {}", std::io::Error::last_os_error()));
-    }
+    let (sfd, mask) = sigchld_fd()?;
 
     if payload.wait_for_tracer
         && let Some(code) = wait_for_tracer(signal_fd)
@@ -373,6 +368,25 @@ fn run(args: &[OsString]) -> Result<i32, String> {
     }
     drop(relays);
     Ok(code)
+}
+
+/// Blocks SIGCHLD and opens a non-blocking signalfd for it: the descriptor, and the mask (a
+/// child unblocks it).
+fn sigchld_fd() -> Result<(i32, libc::sigset_t), String> {
+    let mut mask = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: sigemptyset initializes the set; sigaddset and sigprocmask get valid pointers.
+    let (mask, sfd) = unsafe {
+        libc::sigemptyset(mask.as_mut_ptr());
+        let mut mask = mask.assume_init();
+        libc::sigaddset(&mut mask, libc::SIGCHLD);
+        libc::sigprocmask(libc::SIG_BLOCK, &mask, std::ptr::null_mut());
+        let sfd = libc::signalfd(-1, &mask, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
+        (mask, sfd)
+    };
+    if sfd < 0 {
+        return Err(format!("signalfd: {}", std::io::Error::last_os_error()));
+    }
+    Ok((sfd, mask))
 }
 
 /// Receives the listener the child sent before it executed the task, and starts serving it.

@@ -377,7 +377,13 @@ pub fn prespawn_early(argv: &[std::ffi::OsString]) -> Option<Prespawned> {
 #[cfg(target_os = "linux")]
 fn start(kind: PrespawnKind, bwrap: &AbsPathBuf) -> Option<Prespawned> {
     let inherit = paddock_linux_bwrap::runtime::exec::Output::INHERIT;
-    Prespawned::start_for(bwrap, kind.observed(), inherit).ok()
+    // An observed run started by `paddock-supervisor-nolibc` needs `paddock-supervisor`'s copy.
+    let notifier = kind
+        .observed()
+        .then(|| std::env::current_exe().ok())
+        .flatten()
+        .and_then(|exe| paddock_linux_bwrap::probe::notifier_beside(&exe));
+    Prespawned::start_for(bwrap, kind.observed(), inherit, notifier.as_deref()).ok()
 }
 
 /// The itemizing mode a raw `paddock run` command line asks for (see [`prespawn_early`]),

@@ -112,6 +112,11 @@ pub fn run(
             return Ok(None);
         }
     };
+    let light = without_libc(plan, opts);
+    let (plan, notifier) = match light {
+        Some((ref light, ref fd)) => (light, fd.try_clone().ok()),
+        None => (plan, None),
+    };
     // A bwrap waiting for an observed run has the record pipe already (its write end at its
     // place): read from that one.
     let (record_rx, record_tx) = match opts.prespawned.take_record_for(plan, opts.stdio) {
@@ -139,7 +144,7 @@ pub fn run(
         })
         .context("cannot start the observer reader")?;
 
-    let spawned = run_observed(plan, opts, runtime_dir, record_tx, &mount);
+    let spawned = run_observed(plan, opts, runtime_dir, record_tx, notifier, &mount);
     // The sandbox is gone (or never started): the filesystem's connection ends with its
     // mount namespace, and the record pipe with the supervisor.
     let leftover = server.finish();
@@ -176,15 +181,31 @@ fn run_observed(
     opts: &RunOptions,
     runtime_dir: Option<&Path>,
     record_tx: OwnedFd,
+    notifier: Option<OwnedFd>,
     mount: &ObserverMount,
 ) -> Result<crate::runtime::supervise::RunOutcome> {
-    crate::runtime::supervise::run_plan_observed(
-        plan,
-        opts,
-        runtime_dir,
-        vec![(record_tx, crate::RECORD_FD)],
-        Some(mount),
-    )
+    let mut extra = vec![(record_tx, crate::RECORD_FD)];
+    extra.extend(notifier.map(|fd| (fd, crate::NOTIFIER_EXE_FD)));
+    crate::runtime::supervise::run_plan_observed(plan, opts, runtime_dir, extra, Some(mount))
+}
+
+/// `plan` started by `paddock-supervisor-nolibc`, and the descriptor of its notifier's
+/// executable (`paddock-supervisor`'s copy nobody may read), when both supervisors are here
+/// and the plan needs nothing else ([`crate::nolibc::with_notifier`]). `None`: `plan` runs
+/// as it is. The waiting bwrap has the descriptor when it was started for such a run.
+fn without_libc(plan: &SpawnPlan, opts: &RunOptions) -> Option<(SpawnPlan, OwnedFd)> {
+    if plan.backend != crate::BACKEND_NAME {
+        return None;
+    }
+    let nolibc =
+        opts.supervisor_nolibc.clone().and_then(paddock_policy::AbsPathBuf::new_lexical)?;
+    let supervisor = opts.notifier.as_deref()?;
+    let light = crate::nolibc::with_notifier(plan, &nolibc)?;
+    let fd = match opts.prespawned.notifier_for(supervisor) {
+        Some(fd) => fd,
+        None => crate::runtime::exec_only::open(supervisor).ok()?,
+    };
+    Some((light, fd))
 }
 
 /// A spawn that failed in the child before bwrap ran (the observer's mount): the task never

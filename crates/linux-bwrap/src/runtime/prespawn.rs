@@ -47,7 +47,9 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::Context;
 use crate::runtime::{Result, bail};
-use crate::{ARGS_FD, RECORD_FD, SECCOMP_FD, SIGNAL_FD, SUPERVISOR_FD};
+use crate::{
+    ARGS_FD, NOTIFIER_EXE_FD, NOTIFY_BPF_FD, RECORD_FD, SECCOMP_FD, SIGNAL_FD, SUPERVISOR_FD,
+};
 use paddock_policy::{AbsPathBuf, SpawnPlan};
 
 use crate::runtime::exec::{Output, SpawnedChild};
@@ -124,6 +126,10 @@ pub struct Prespawned {
     record: Option<(OwnedFd, OwnedFd)>,
     /// Whether the run took the record pipe: only then does an observed plan fit.
     record_taken: bool,
+    /// For an observed run: `paddock-supervisor` (the path it was found at) and the
+    /// runner's copy of the descriptor of its copy nobody may read, which bwrap has at
+    /// [`NOTIFIER_EXE_FD`] ([`crate::nolibc::with_notifier`]).
+    notifier: Option<(std::path::PathBuf, OwnedFd)>,
     /// Where the task's standard streams go: bwrap has them already.
     output: Output,
 }
@@ -141,7 +147,7 @@ impl Prespawned {
     /// Starts `bwrap` with every plan's command line and descriptors, waiting for its
     /// arguments.
     pub fn start(bwrap: &AbsPathBuf) -> Result<Prespawned> {
-        Prespawned::start_for(bwrap, false, Output::INHERIT)
+        Prespawned::start_for(bwrap, false, Output::INHERIT, None)
     }
 
     /// [`Prespawned::start`] for a run itemized by the observers: bwrap waits in a private
@@ -151,13 +157,21 @@ impl Prespawned {
     /// and mounts the observer and the plan's self mounts there, as the child of an
     /// unprepared spawn does before it executes bwrap; then bwrap gets its setup.
     pub fn start_observed(bwrap: &AbsPathBuf) -> Result<Prespawned> {
-        Prespawned::start_for(bwrap, true, Output::INHERIT)
+        Prespawned::start_for(bwrap, true, Output::INHERIT, None)
     }
 
     /// [`Prespawned::start`] (or [`Prespawned::start_observed`] when `observed`) for a run
     /// whose standard streams are `output`: `/dev/null` or pipes are bwrap's from the start
     /// (a library caller's task knows them before its plan; the binary's inherits its own).
-    pub fn start_for(bwrap: &AbsPathBuf, observed: bool, output: Output) -> Result<Prespawned> {
+    /// `notifier`, for an observed run: `paddock-supervisor`, when
+    /// `paddock-supervisor-nolibc` may start the run ([`crate::probe::notifier_beside`]):
+    /// bwrap gets its copy nobody may read ([`crate::nolibc::with_notifier`]).
+    pub fn start_for(
+        bwrap: &AbsPathBuf,
+        observed: bool,
+        output: Output,
+        notifier: Option<&Path>,
+    ) -> Result<Prespawned> {
         let namespace = observed.then(crate::private_ns::PrivateNamespace::for_this_process);
         let (args_r, args_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .context("cannot create bwrap's argument pipe")?;
@@ -178,12 +192,25 @@ impl Prespawned {
             }
             None => None,
         };
+        // An observed run may be started by the supervisor without a C library, which then
+        // needs the notification filter and the server's executable.
+        let notifier = notifier.filter(|_| observed).and_then(|supervisor| {
+            let fd = crate::runtime::exec_only::open(supervisor).ok()?;
+            Some((supervisor.to_path_buf(), fd))
+        });
+        if let Some((_, fd)) = &notifier {
+            pairs.push((fd.as_raw_fd(), NOTIFIER_EXE_FD));
+        }
+        let notify_bpf = (crate::nolibc::NOTIFY_BPF_PAYLOAD, NOTIFY_BPF_FD);
         let mut payloads = Vec::new();
         for (name, fd) in [
             ("supervisor", SUPERVISOR_FD),
             ("seccomp-bpf", SECCOMP_FD),
             (crate::mount_ids::PAYLOAD_NAME, crate::mount_ids::MOUNT_IDS_FD),
-        ] {
+        ]
+        .into_iter()
+        .chain(notifier.as_ref().map(|_| notify_bpf))
+        {
             let memfd = crate::runtime::exec::memfd_with(name, &[])?;
             pairs.push((memfd.as_raw_fd(), fd));
             payloads.push((fd, File::from(memfd)));
@@ -209,6 +236,7 @@ impl Prespawned {
             namespace,
             record,
             record_taken: false,
+            notifier,
             output,
         })
     }
@@ -637,10 +665,17 @@ impl crate::runtime::exec::Waiting for Prespawned {
     ) -> bool {
         let simple = shape.inherits.is_empty()
             && if self.is_observed() {
-                // The one descriptor handed is the record pipe's write end, which bwrap has
-                // at its place already (the run took it: `take_record_for`); the observer
-                // and the self mounts are made in its namespace.
-                self.record_taken && shape.extra == [RECORD_FD] && shape.observer
+                // The descriptors handed are the record pipe's write end and the notifier's
+                // executable, which bwrap has at their places already (the run took the
+                // first, `take_record_for`, and was given the second from here,
+                // `notifier_for`); the observer and the self mounts are made in its
+                // namespace.
+                let extra_fits = match shape.extra.as_slice() {
+                    [RECORD_FD] => true,
+                    [RECORD_FD, NOTIFIER_EXE_FD] => self.notifier.is_some(),
+                    _ => false,
+                };
+                self.record_taken && extra_fits && shape.observer
             } else {
                 shape.extra.is_empty() && !shape.observer && !shape.self_mounts
             };
@@ -685,6 +720,15 @@ impl PrespawnSlot {
         let record = pre.record.take()?;
         pre.record_taken = true;
         Some(record)
+    }
+
+    /// A descriptor of `supervisor`'s copy nobody may read, when the waiting bwrap has one at
+    /// [`NOTIFIER_EXE_FD`] already (an observed run's): the run hands it to the spawn at
+    /// that place, which gives it to the bwrap it spawns should the waiting one not be used.
+    pub fn notifier_for(&self, supervisor: &Path) -> Option<OwnedFd> {
+        let slot = self.0.lock().ok()?;
+        let (source, fd) = slot.as_ref()?.notifier.as_ref()?;
+        (source == supervisor).then(|| fd.try_clone().ok()).flatten()
     }
 }
 

@@ -372,6 +372,7 @@ fn run_state(entry: &std::fs::DirEntry) -> RunState {
     if entry.file_name() == crate::runtime::runtime_dir::spares::SPARES_DIR
         || entry.file_name() == POOL_DIR
         || entry.file_name() == crate::runtime::walk::cache::WALKS_DIR
+        || entry.file_name() == crate::runtime::exec_only::EXEC_ONLY_DIR
     {
         return RunState::Other;
     }

@@ -51,6 +51,10 @@ pub struct RunOptions {
     /// `paddock-supervisor-nolibc`, when it is here: an untraced plan that needs nothing
     /// else of a supervisor is started by it (`crate::nolibc`).
     pub supervisor_nolibc: Option<std::path::PathBuf>,
+    /// `paddock-supervisor`, for an observed plan started by `paddock-supervisor-nolibc`:
+    /// its copy nobody may read serves the task's notifications once there are some
+    /// (`crate::nolibc::with_notifier`).
+    pub notifier: Option<std::path::PathBuf>,
     /// Descriptors the child gets besides the plan's payloads, each at its number (a port
     /// grant's channel: [`crate::runtime::host_bridges::Bridges::inherited`]). Shared: the caller's copy
     /// stays open for a second spawn of the same run.
@@ -80,6 +84,7 @@ impl RunOptions {
             uses: Vec::new(),
             toggles: crate::runtime::Toggles::default(),
             supervisor_nolibc: None,
+            notifier: None,
             inherit: Vec::new(),
             prespawned: crate::runtime::prespawn::PrespawnSlot::default(),
             deferred: crate::runtime::warm::DeferredSlot::default(),

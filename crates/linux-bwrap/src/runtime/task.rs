@@ -168,6 +168,7 @@ pub fn run<E: From<crate::Error>>(
         toggles,
         // The supervisor without a C library cannot wait for a task.
         supervisor_nolibc: facts.supervisor_nolibc_exe.clone().filter(|_| deferred.is_none()),
+        notifier: facts.supervisor_exe.clone(),
         inherit: bridges.inherited(),
         prespawned: PrespawnSlot::new(prespawned),
         deferred: DeferredSlot::new(

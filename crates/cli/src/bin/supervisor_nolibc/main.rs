@@ -1,5 +1,6 @@
 //! `paddock-supervisor-nolibc`: the sandbox's pid 1 for a task that needs nothing of the
-//! supervisor but its walls (no relays, no observers, no tracer), without a C library.
+//! supervisor but its walls and, at most, the observers' notifications (no relays, no
+//! tracer, no unix sockets granted by path), without a C library.
 //!
 //! Every process linked with glibc starts by asking the CPU what it is: `init_cpu_features`
 //! and the cache-size tables run some 70 `cpuid` instructions, and in a virtual machine each
@@ -9,11 +10,14 @@
 //! it is at its first system call within microseconds.
 //!
 //! `paddock` runs it for untraced runs (`--itemize off`) when it sits next to `paddock`
-//! (`paddock_linux_bwrap::nolibc`), with a payload of its own format (`payload`); every
-//! other run starts `paddock-supervisor`, which also serves relays, observers and tracers.
-//! What it does is what that supervisor does for such a payload (`supervise`), with the
-//! same exit codes and messages; tests of the whole run that pass through either hold it
-//! to that.
+//! (`paddock_linux_bwrap::nolibc`), with a payload of its own format (`payload`), and for
+//! runs the observers itemize when `paddock-supervisor` sits there too: the task's child
+//! installs the notification filter and sends its listener up, and at the task's first
+//! notified call this process executes `paddock-supervisor` (a copy nobody may read) to
+//! serve it from then on. Every other run starts `paddock-supervisor`, which also serves
+//! relays and tracers. What it does is what that supervisor does for such a payload
+//! (`supervise`), with the same exit codes and messages; tests of the whole run that pass
+//! through either hold it to that.
 //!
 //! Built by `cargo xtask build` with `--cfg paddock_nolibc` (and `-C panic=abort`, no start
 //! files, no C library; see xtask's `nolibc_supervisor`), it is `no_std`. Without that cfg,

@@ -27,6 +27,9 @@ pub struct Payload<'a> {
     /// The descriptor holding the bound paths' identities, if any (see
     /// `paddock_linux_bwrap::mount_ids`).
     pub mount_ids_fd: Option<c_int>,
+    /// For a run the observers itemize: the notification filter the task gets, and the
+    /// server of its listener (see `supervise`).
+    pub notify: Option<Notify<'a>>,
     /// The paths to bind onto themselves before anything else, each after its kind byte
     /// (`r` read-only, `w` as it is, `m` masked), NULL-terminated (see `inner`).
     pub inner_mounts: &'a [*const u8],
@@ -38,6 +41,21 @@ pub struct Payload<'a> {
     pub envp: &'a [*const u8],
     /// The value of the environment's last `PATH`.
     pub path: Option<&'a [u8]>,
+}
+
+/// The notification filter of an observed run, and the supervisor that serves its listener.
+#[derive(Debug)]
+pub struct Notify<'a> {
+    /// The descriptor holding the notification filter's BPF program.
+    pub filter_fd: c_int,
+    /// The descriptor of the executable that serves the listener (`paddock-supervisor`, a
+    /// copy nobody may read: executed, it is not dumpable from its first instruction).
+    pub server_fd: c_int,
+    /// Its arguments, then room for the four the supervisor adds (`--task PID --listener
+    /// FD`) and the NULL.
+    pub server_argv: &'a mut [*const u8],
+    /// How many of `server_argv` the payload gave.
+    pub server_argc: usize,
 }
 
 /// The NUL-terminated fields of a buffer, in order.
@@ -59,12 +77,30 @@ impl<'a> Fields<'a> {
 
     /// `count` fields as a NULL-terminated pointer array.
     fn array(&mut self, count: usize, what: &'static str) -> Result<&'a [*const u8], &'static str> {
-        let ptrs = arena::array::<*const u8>(count + 1).map_err(|_| "out of memory")?;
+        self.array_with_room(count, 0, what).map(|ptrs| &*ptrs)
+    }
+
+    /// `count` fields as a pointer array with `room` null pointers after them, then the
+    /// NULL that ends it.
+    fn array_with_room(
+        &mut self,
+        count: usize,
+        room: usize,
+        what: &'static str,
+    ) -> Result<&'a mut [*const u8], &'static str> {
+        let ptrs = arena::array::<*const u8>(count + room + 1).map_err(|_| "out of memory")?;
         for slot in ptrs.iter_mut().take(count) {
             *slot = self.next(what)?.as_ptr().cast();
         }
-        ptrs[count] = core::ptr::null();
         Ok(ptrs)
+    }
+
+    /// A descriptor, or `-` for none.
+    fn optional_fd(&mut self, what: &'static str) -> Result<Option<c_int>, &'static str> {
+        match self.next(what)?.to_bytes() {
+            b"-" => Ok(None),
+            digits => parse_int(digits).map(Some).ok_or(what),
+        }
     }
 }
 
@@ -87,13 +123,19 @@ pub fn parse(buf: &[u8]) -> Result<Payload<'_>, &'static str> {
     let version = fields.next("no version")?.to_bytes();
     let cwd = fields.next("no working directory")?;
     let seccomp_fd = fields.number("no seccomp descriptor")?;
-    let signal_fd = match fields.next("no signal descriptor")?.to_bytes() {
-        b"-" => None,
-        digits => Some(parse_int(digits).ok_or("a malformed signal descriptor")?),
-    };
-    let mount_ids_fd = match fields.next("no mount identities descriptor")?.to_bytes() {
-        b"-" => None,
-        digits => Some(parse_int(digits).ok_or("a malformed mount identities descriptor")?),
+    let signal_fd = fields.optional_fd("no signal descriptor or a malformed one")?;
+    let mount_ids_fd = fields.optional_fd("no mount identities descriptor or a malformed one")?;
+    let filter_fd = fields.optional_fd("no notification filter descriptor or a malformed one")?;
+    let server_fd = fields.optional_fd("no notification server descriptor or a malformed one")?;
+    let server_argc = fields.number("no notification server argument count")? as usize;
+    let server_argv =
+        fields.array_with_room(server_argc, 4, "fewer server arguments than counted")?;
+    let notify = match (filter_fd, server_fd, server_argc) {
+        (None, None, 0) => None,
+        (Some(filter_fd), Some(server_fd), 1..) => {
+            Some(Notify { filter_fd, server_fd, server_argv, server_argc })
+        }
+        _ => return Err("a notification filter without its server, or the other way round"),
     };
     let innerc = fields.number("no inner mount count")?;
     let inner_mounts = fields.array(innerc as usize, "fewer inner mounts than counted")?;
@@ -123,6 +165,7 @@ pub fn parse(buf: &[u8]) -> Result<Payload<'_>, &'static str> {
         seccomp_fd,
         signal_fd,
         mount_ids_fd,
+        notify,
         inner_mounts,
         program,
         argv,

@@ -1,6 +1,6 @@
 //! The supervisor's work, as `paddock_linux_bwrap::supervisor` does it for a payload without
-//! relays, observers or a tracer: the same steps in the same order, the same exit codes and
-//! messages.
+//! relays, a tracer or unix sockets granted by path: the same steps in the same order, the
+//! same exit codes and messages.
 //!
 //! As pid 1 of the sandbox it makes itself non-dumpable and the subreaper, reads its payload,
 //! makes its inner mounts (`inner`, when there are some) and drops every capability,
@@ -12,6 +12,15 @@
 //! when none does). The supervisor then relays the polite signals read from the signal
 //! channel to the task's group, reaps whatever is reparented to it, and exits with the task's
 //! status (128+N for signal N), killing what is left of the task's group.
+//!
+//! An observed run's payload adds the notification filter and its server. The child keeps
+//! its end of a socket pair at fd 3 through the descriptor sweep, installs the notification
+//! filter after the main one with a new listener, sends the listener up and executes at once
+//! (the kernel holds the notified calls until they are answered). This process holds the
+//! listener without serving it: a task that never makes a notified call ends as any other.
+//! At the first notification it executes the server it was handed (`Server::hand_over`:
+//! `paddock-supervisor __serve-notify`, from a copy nobody may read, so never dumpable), which
+//! goes on as pid 1 from here; failing that, the task is killed and the run ends with 125.
 
 // A failure carries its message in place (there is no allocator to box it), and the error
 // path runs at most once per process.
@@ -83,6 +92,9 @@ struct Child<'a> {
     argv: *const *const u8,
     envp: *const *const u8,
     filter: &'a [libc::sock_filter],
+    /// An observed run's notification filter, and the child's end of the socket pair its
+    /// listener goes up.
+    notify: Option<(&'a [libc::sock_filter], c_int)>,
     sigchld: sys::SigSet,
 }
 
@@ -97,7 +109,7 @@ fn run(argv: &[&CStr]) -> Result<c_int, Failure> {
     let payload_fd = parse_args(argv)?;
     let bytes = arena::read_all(payload_fd)
         .map_err(|Errno(e)| fail!("cannot read payload fd {payload_fd}: errno {e}"))?;
-    let payload = payload::parse(bytes)
+    let mut payload = payload::parse(bytes)
         .map_err(|why| fail!("supervisor payload on fd {payload_fd}: {why}"))?;
     same_version(payload.version)?;
     // The binds bwrap left to the supervisor, then every capability dropped (bwrap kept two
@@ -135,20 +147,16 @@ fn run(argv: &[&CStr]) -> Result<c_int, Failure> {
             }
         }
     }
-    let bpf = arena::read_all(payload.seccomp_fd)
-        .map_err(|Errno(e)| fail!("cannot read payload fd {}: errno {e}", payload.seccomp_fd))?;
-    if bpf.is_empty() {
-        return Err(fail!("the seccomp program is empty; refusing to run the task unfiltered"));
-    }
-    if !bpf.len().is_multiple_of(8) {
-        return Err(fail!("a BPF program of {} bytes is malformed", bpf.len()));
-    }
-    #[cfg(target_endian = "big")]
-    compile_error!("the BPF program is little endian, as `sock_filter` is on this target");
-    // SAFETY: the mapping is page-aligned and holds whole 8-byte `sock_filter`s, little
-    // endian as the struct's fields are here.
-    let filter = unsafe {
-        core::slice::from_raw_parts(bpf.as_ptr().cast::<libc::sock_filter>(), bpf.len() / 8)
+    let filter = read_filter(payload.seccomp_fd, "the seccomp program")?;
+    // An observed run: the notification filter the task's child installs after the main
+    // one, and the socket pair its listener comes up.
+    let mut notify = match payload.notify.take() {
+        Some(n) => Some((read_filter(n.filter_fd, "the notification filter")?, n)),
+        None => None,
+    };
+    let pair = match notify {
+        Some(_) => Some(sys::socket_pair().map_err(|Errno(e)| fail!("socketpair: errno {e}"))?),
+        None => None,
     };
     let candidates =
         candidates(&payload).map_err(|Errno(e)| fail!("cannot find the program: errno {e}"))?;
@@ -166,6 +174,7 @@ fn run(argv: &[&CStr]) -> Result<c_int, Failure> {
         argv: payload.argv.as_ptr(),
         envp: payload.envp.as_ptr(),
         filter,
+        notify: notify.as_ref().zip(pair).map(|((filter, _), [child_end, _])| (*filter, child_end)),
         sigchld,
     };
     const STACK: usize = 256 * 1024;
@@ -180,10 +189,96 @@ fn run(argv: &[&CStr]) -> Result<c_int, Failure> {
     // Failing (it already executed and did it) is harmless. The byte tells the runner the
     // sandbox is up; a closed channel is not an error.
     sys::setpgid(task, task);
+    let listener = match pair {
+        Some([child_end, parent_end]) => {
+            // Closing our copy of the child's end: end of file if it died before sending.
+            sys::close(child_end);
+            let received = sys::recv_fd(parent_end);
+            sys::close(parent_end);
+            match received {
+                Ok(listener) => listener,
+                Err(Errno(e)) => {
+                    // Its notified calls would wait for an answer nobody gives.
+                    sys::kill(task, libc::SIGKILL);
+                    return Err(fail!("cannot receive the notification listener: errno {e}"));
+                }
+            }
+        }
+        None => None,
+    };
     if let Some(fd) = payload.signal_fd {
         sys::send_byte(fd, STARTED);
     }
-    Ok(supervise(task, sfd, payload.signal_fd))
+    let server = match (listener, notify.take()) {
+        (Some(listener), Some((_, n))) => Some(Server { listener, notify: n }),
+        _ => None,
+    };
+    supervise(task, sfd, payload.signal_fd, server)
+}
+
+/// A BPF program read from `fd` (closing it), as `sock_filter`s.
+fn read_filter(fd: c_int, what: &str) -> Result<&'static [libc::sock_filter], Failure> {
+    let bpf =
+        arena::read_all(fd).map_err(|Errno(e)| fail!("cannot read payload fd {fd}: errno {e}"))?;
+    if bpf.is_empty() {
+        return Err(fail!("{what} is empty; refusing to run the task unfiltered"));
+    }
+    if !bpf.len().is_multiple_of(8) {
+        return Err(fail!("a BPF program of {} bytes is malformed", bpf.len()));
+    }
+    #[cfg(target_endian = "big")]
+    compile_error!("the BPF program is little endian, as `sock_filter` is on this target");
+    // SAFETY: the mapping is page-aligned and holds whole 8-byte `sock_filter`s, little
+    // endian as the struct's fields are here.
+    Ok(unsafe {
+        core::slice::from_raw_parts(bpf.as_ptr().cast::<libc::sock_filter>(), bpf.len() / 8)
+    })
+}
+
+/// The listener of a running observed task, and how to start its server.
+struct Server<'a> {
+    listener: c_int,
+    notify: payload::Notify<'a>,
+}
+
+impl Server<'_> {
+    /// Becomes the listener's server: executes `paddock-supervisor` in this process (pid 1,
+    /// the task's parent and the ancestor of everything it starts, which reading their
+    /// memory needs where Yama restricts `ptrace` to ancestors), with the task's pid and the
+    /// listener's descriptor after the payload's arguments. The executable is a copy nobody
+    /// may read, so the new image is not dumpable from its first instruction: the task,
+    /// same user, can never open `/proc/1/mem`. Returns only on failure.
+    fn hand_over(self, task: c_int) -> Failure {
+        let n = self.notify;
+        let (Ok(pid), Ok(fd)) = (decimal(task), decimal(self.listener)) else {
+            return fail!("mmap failed starting the notification server");
+        };
+        let at = n.server_argc;
+        n.server_argv[at] = c"--task".as_ptr().cast();
+        n.server_argv[at + 1] = pid;
+        n.server_argv[at + 2] = c"--listener".as_ptr().cast();
+        n.server_argv[at + 3] = fd;
+        let envp = [core::ptr::null::<u8>()];
+        let Errno(e) = sys::execveat(n.server_fd, n.server_argv.as_ptr(), envp.as_ptr());
+        fail!("cannot start the notification server: errno {e}")
+    }
+}
+
+/// `n` in decimal, NUL-terminated, in memory of its own.
+fn decimal(n: c_int) -> Result<*const u8, Errno> {
+    let buf = arena::array::<u8>(16)?;
+    let mut digits = [0u8; 12];
+    let (mut n, mut i) = (n.unsigned_abs(), digits.len());
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    buf[..digits.len() - i].copy_from_slice(&digits[i..]);
+    Ok(buf.as_ptr())
 }
 
 /// A payload planned by another version of paddock is refused: a supervisor left over from
@@ -249,9 +344,20 @@ extern "C" fn child_main(arg: usize) -> ! {
     if sys::chdir(c.cwd.as_ptr().cast()).is_err() {
         die(EXIT_SUPERVISOR, &[b"paddock: cannot enter the working directory inside the sandbox; is it readable under the policy (grant it with allow.read)?"]);
     }
-    // Every descriptor above 2 goes: the payloads, the signal channel, the signalfd
-    // (SEC-09, FSR-06).
-    sys::close_from(3);
+    // Every descriptor above 2 goes: the payloads, the signal channel, the signalfd, the
+    // record pipe, the server's executable (SEC-09, FSR-06); the listener's socket stays at
+    // fd 3 until it has been used.
+    let mut first = 3;
+    if let Some((_, sock)) = c.notify {
+        if sock != NOTIFY_SOCK_FD && sys::dup_to(sock, NOTIFY_SOCK_FD).is_err() {
+            die(
+                EXIT_SUPERVISOR,
+                &[b"paddock: cannot keep the notification socket; the task was not run"],
+            );
+        }
+        first = NOTIFY_SOCK_FD + 1;
+    }
+    sys::close_from(first);
     // Ignored by whoever started bwrap, it would stay ignored across execve; the task starts
     // with the default, as std's `Command` gives.
     sys::set_default(libc::SIGPIPE);
@@ -266,6 +372,9 @@ extern "C" fn child_main(arg: usize) -> ! {
         );
         die(EXIT_SUPERVISOR, &[msg.as_bytes()]);
     }
+    if let Some((filter, _)) = c.notify {
+        install_notify(filter);
+    }
     let mut denied = false;
     for &candidate in c.candidates.iter().take_while(|p| !p.is_null()) {
         let Errno(e) = sys::execve(candidate, c.argv, c.envp);
@@ -278,6 +387,33 @@ extern "C" fn child_main(arg: usize) -> ! {
         die(EXIT_NOT_EXECUTABLE, &[b"paddock: ", program, b": permission denied (not executable)"]);
     }
     die(EXIT_NOT_FOUND, &[b"paddock: ", program, b": command not found in the sandbox"])
+}
+
+/// The descriptor the child keeps its end of the listener's socket pair on.
+const NOTIFY_SOCK_FD: c_int = 3;
+
+/// The child's side of the notification setup, after the main filter: installs `filter`
+/// with a listener, sends the listener up [`NOTIFY_SOCK_FD`] and closes both. The task then
+/// executes at once: the kernel holds every notified call until the listener is served.
+/// Exits 125 on any failure.
+fn install_notify(filter: &[libc::sock_filter]) {
+    let fail = |what: &str, Errno(e)| -> ! {
+        let mut msg = Message::new();
+        let _ = write!(
+            msg,
+            "paddock: cannot {what} (errno {e}); unix sockets depend on it; the task was not run"
+        );
+        die(EXIT_SUPERVISOR, &[msg.as_bytes()])
+    };
+    let listener = match sys::load_notify_filter(filter) {
+        Ok(fd) => fd,
+        Err(e) => fail("install the write-notification filter", e),
+    };
+    if let Err(e) = sys::send_fd(NOTIFY_SOCK_FD, listener) {
+        fail("pass the notification listener to the supervisor", e);
+    }
+    sys::close(listener);
+    sys::close(NOTIFY_SOCK_FD);
 }
 
 /// Writes `parts` and a newline to stderr, and exits with `code`.
@@ -302,15 +438,38 @@ pub fn status_code(status: c_int) -> c_int {
     }
 }
 
-/// Relays signals and reaps until the task exits; returns its exit code.
-fn supervise(task: c_int, sfd: c_int, mut signal_fd: Option<c_int>) -> c_int {
+/// How long an observed task runs before its server is started anyway (if it has not made a
+/// notified call by then): a short task that never makes one ends without it, and a longer
+/// one has the server's start beside it rather than in the way of its first notified call.
+const SERVER_AFTER_NANOS: u64 = 1_000_000;
+
+/// Relays signals and reaps until the task exits; returns its exit code. An observed task's
+/// first notified call, or [`SERVER_AFTER_NANOS`] of its running, hands the listener to its
+/// server (`Server::hand_over`): this process becomes `paddock-supervisor`, which goes on
+/// from here.
+fn supervise(
+    task: c_int,
+    sfd: c_int,
+    mut signal_fd: Option<c_int>,
+    mut server: Option<Server<'_>>,
+) -> Result<c_int, Failure> {
+    let serve_by = sys::monotonic_nanos() + SERVER_AFTER_NANOS;
     loop {
         let mut fds = [
             libc::pollfd { fd: sfd, events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: signal_fd.unwrap_or(-1), events: libc::POLLIN, revents: 0 },
+            libc::pollfd {
+                fd: server.as_ref().map_or(-1, |s| s.listener),
+                events: libc::POLLIN,
+                revents: 0,
+            },
         ];
+        let wait = match server {
+            Some(_) => serve_by.saturating_sub(sys::monotonic_nanos()),
+            None => 1_000_000_000,
+        };
         // An error (EINTR) falls through to reaping, so that this never spins blind.
-        let _ = sys::poll(&mut fds, 1);
+        let _ = sys::poll(&mut fds, wait);
         if fds[0].revents != 0 {
             let mut info = [0u8; core::mem::size_of::<libc::signalfd_siginfo>()];
             while sys::read(sfd, &mut info).is_ok_and(|n| n > 0) {}
@@ -321,8 +480,18 @@ fn supervise(task: c_int, sfd: c_int, mut signal_fd: Option<c_int>) -> c_int {
                 // Whatever the task left in its group goes with it; the rest of the pid
                 // namespace dies when we, its pid 1, exit.
                 sys::kill(-task, libc::SIGKILL);
-                return status_code(status);
+                return Ok(status_code(status));
             }
+        }
+        let due = fds[2].revents & libc::POLLIN != 0 || sys::monotonic_nanos() >= serve_by;
+        if due && let Some(server) = server.take() {
+            let why = server.hand_over(task);
+            // The task's notified calls would wait for ever.
+            sys::kill(-task, libc::SIGKILL);
+            return Err(why);
+        } else if fds[2].revents != 0 {
+            // Hung up: nothing that the filter notifies for is left.
+            server = None;
         }
         if let Some(fd) = signal_fd
             && fds[1].revents != 0
@@ -334,7 +503,7 @@ fn supervise(task: c_int, sfd: c_int, mut signal_fd: Option<c_int>) -> c_int {
                 // parent-death signal bwrap arranged did not arrive.
                 Ok(0) => {
                     sys::kill(-task, libc::SIGKILL);
-                    return 128 + libc::SIGKILL;
+                    return Ok(128 + libc::SIGKILL);
                 }
                 Ok(n) => {
                     for &sig in &buf[..n] {

@@ -126,10 +126,20 @@ pub fn signalfd(set: SigSet) -> Result<c_int, Errno> {
     call!(libc::SYS_signalfd4, -1isize, &raw const set, SIGSET_SIZE, flags).map(|fd| fd as c_int)
 }
 
-/// Waits for one of `fds` to be ready, at most `seconds`.
-pub fn poll(fds: &mut [libc::pollfd], seconds: i64) -> Result<usize, Errno> {
-    let timeout = libc::timespec { tv_sec: seconds, tv_nsec: 0 };
+/// Waits for one of `fds` to be ready, at most `nanos` nanoseconds.
+pub fn poll(fds: &mut [libc::pollfd], nanos: u64) -> Result<usize, Errno> {
+    let timeout = libc::timespec {
+        tv_sec: (nanos / 1_000_000_000) as i64,
+        tv_nsec: (nanos % 1_000_000_000) as i64,
+    };
     call!(libc::SYS_ppoll, fds.as_mut_ptr(), fds.len(), &raw const timeout, 0, SIGSET_SIZE)
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds.
+pub fn monotonic_nanos() -> u64 {
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let _ = call!(libc::SYS_clock_gettime, libc::CLOCK_MONOTONIC, &raw mut now);
+    (now.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(now.tv_nsec as u64)
 }
 
 /// Reaps one child without waiting: `Ok(None)` when none has changed state.
@@ -210,6 +220,105 @@ pub fn load_filter(filter: &[libc::sock_filter]) -> Result<(), (&'static str, Er
     call!(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, 0, &raw const prog)
         .map(drop)
         .map_err(|e| ("load the seccomp filter", e))
+}
+
+/// Loads `filter` as a user-notification filter: the descriptor of its new listener
+/// (close-on-exec), for the supervisor to serve.
+pub fn load_notify_filter(filter: &[libc::sock_filter]) -> Result<c_int, Errno> {
+    let len = u16::try_from(filter.len()).map_err(|_| Errno(libc::EINVAL))?;
+    let prog = libc::sock_fprog { len, filter: filter.as_ptr().cast_mut() };
+    let flags = libc::SECCOMP_FILTER_FLAG_NEW_LISTENER;
+    call!(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, flags, &raw const prog)
+        .map(|fd| fd as c_int)
+}
+
+/// A connected pair of close-on-exec `SOCK_SEQPACKET` unix sockets.
+pub fn socket_pair() -> Result<[c_int; 2], Errno> {
+    let mut fds: [c_int; 2] = [-1, -1];
+    let kind = libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC;
+    call!(libc::SYS_socketpair, libc::AF_UNIX, kind, 0, fds.as_mut_ptr())?;
+    Ok(fds)
+}
+
+/// One `SCM_RIGHTS` control message carrying one descriptor, laid out as x86-64's
+/// `cmsghdr` and its data (`CMSG_SPACE(4)` bytes, `CMSG_LEN(4)` of them used).
+#[repr(C)]
+struct FdControl {
+    len: usize,
+    level: c_int,
+    kind: c_int,
+    fd: c_int,
+    pad: c_int,
+}
+
+/// `CMSG_LEN(sizeof(int))` on x86-64.
+const FD_CONTROL_LEN: usize = 20;
+
+/// A message of one byte at `byte` and the control message `control`.
+fn fd_message(iov: &mut libc::iovec, control: &mut FdControl) -> libc::msghdr {
+    // SAFETY: msghdr is plain data, for which all zeroes is a valid value.
+    let mut msg: libc::msghdr = unsafe { core::mem::zeroed() };
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = (control as *mut FdControl).cast();
+    msg.msg_controllen = core::mem::size_of::<FdControl>() as _;
+    msg
+}
+
+/// Sends `fd` over `sock` with one data byte, never raising SIGPIPE.
+pub fn send_fd(sock: c_int, fd: c_int) -> Result<(), Errno> {
+    let mut byte = b'L';
+    let mut iov = libc::iovec { iov_base: (&raw mut byte).cast(), iov_len: 1 };
+    let mut control = FdControl {
+        len: FD_CONTROL_LEN,
+        level: libc::SOL_SOCKET,
+        kind: libc::SCM_RIGHTS,
+        fd,
+        pad: 0,
+    };
+    let msg = fd_message(&mut iov, &mut control);
+    loop {
+        match call!(libc::SYS_sendmsg, sock, &raw const msg, libc::MSG_NOSIGNAL) {
+            Err(Errno(libc::EINTR)) => continue,
+            other => return other.map(drop),
+        }
+    }
+}
+
+/// Receives a descriptor sent by [`send_fd`], not close-on-exec. `Ok(None)`: the peer
+/// closed without sending one.
+pub fn recv_fd(sock: c_int) -> Result<Option<c_int>, Errno> {
+    let mut byte = 0u8;
+    let mut iov = libc::iovec { iov_base: (&raw mut byte).cast(), iov_len: 1 };
+    let mut control = FdControl { len: 0, level: 0, kind: 0, fd: -1, pad: 0 };
+    let mut msg = fd_message(&mut iov, &mut control);
+    let n = loop {
+        match call!(libc::SYS_recvmsg, sock, &raw mut msg, 0) {
+            Err(Errno(libc::EINTR)) => continue,
+            other => break other?,
+        }
+    };
+    let carried = n > 0
+        && msg.msg_controllen >= FD_CONTROL_LEN
+        && control.len == FD_CONTROL_LEN
+        && control.level == libc::SOL_SOCKET
+        && control.kind == libc::SCM_RIGHTS;
+    Ok(carried.then_some(control.fd))
+}
+
+/// `execveat(fd, "", argv, envp, AT_EMPTY_PATH)`: executes the file `fd` is open on. Returns
+/// only on failure.
+pub fn execveat(fd: c_int, argv: *const *const u8, envp: *const *const u8) -> Errno {
+    let empty = c"".as_ptr();
+    match call!(libc::SYS_execveat, fd, empty, argv, envp, libc::AT_EMPTY_PATH) {
+        Ok(_) => Errno(0),
+        Err(e) => e,
+    }
+}
+
+/// `dup3(old, new, 0)`: `new` becomes `old`, not close-on-exec.
+pub fn dup_to(old: c_int, new: c_int) -> Result<(), Errno> {
+    call!(libc::SYS_dup3, old, new, 0).map(drop)
 }
 
 pub fn execve(path: *const u8, argv: *const *const u8, envp: *const *const u8) -> Errno {

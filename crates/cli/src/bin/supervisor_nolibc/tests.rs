@@ -38,7 +38,7 @@ fn strings(array: &[*const u8]) -> Vec<String> {
 
 #[test]
 fn what_the_runner_encodes_is_what_this_supervisor_reads() {
-    let bytes = encode(&payload("sh", Some("/usr/bin:/bin"))).unwrap();
+    let bytes = encode(&payload("sh", Some("/usr/bin:/bin")), false).unwrap();
     let p = parse(&bytes).unwrap();
     assert_eq!(p.version, PAYLOAD_VERSION.as_bytes());
     assert_eq!(p.cwd.to_bytes(), b"/work/p");
@@ -48,7 +48,8 @@ fn what_the_runner_encodes_is_what_this_supervisor_reads() {
     assert_eq!(strings(p.envp), ["HOME=/home/u", "PATH=/nowhere", "PATH=/usr/bin:/bin"]);
     // The last PATH, as `paddock-supervisor` takes it.
     assert_eq!(p.path, Some(b"/usr/bin:/bin".as_slice()));
-    let without = encode(&SupervisorPayload { signal_fd: None, ..payload("sh", None) }).unwrap();
+    let without =
+        encode(&SupervisorPayload { signal_fd: None, ..payload("sh", None) }, false).unwrap();
     let p = parse(&without).unwrap();
     assert_eq!((p.signal_fd, p.path), (None, None));
 }
@@ -61,12 +62,13 @@ fn the_inner_mounts_are_read_in_order_and_a_malformed_one_is_refused() {
         InnerMount { path: Bytes("/work/p/.bashrc".into()), read_only: true, mask: false },
         InnerMount { path: Bytes("/work/p/key.pem".into()), read_only: true, mask: true },
     ];
-    let bytes = encode(&SupervisorPayload { inner_mounts: inner, ..payload("sh", None) }).unwrap();
+    let bytes =
+        encode(&SupervisorPayload { inner_mounts: inner, ..payload("sh", None) }, false).unwrap();
     let p = parse(&bytes).unwrap();
     assert_eq!(strings(p.inner_mounts), ["w/work/p/.git", "r/work/p/.bashrc", "m/work/p/key.pem"]);
     assert_eq!(p.program.to_bytes(), b"sh");
     assert_eq!(
-        strings(parse(&encode(&payload("sh", None)).unwrap()).unwrap().inner_mounts),
+        strings(parse(&encode(&payload("sh", None), false).unwrap()).unwrap().inner_mounts),
         [""; 0]
     );
     // A kind other than r or w, or a relative path: refused, nothing mounted.
@@ -83,7 +85,7 @@ fn the_inner_mounts_are_read_in_order_and_a_malformed_one_is_refused() {
 
 #[test]
 fn a_payload_cut_short_or_padded_or_of_another_kind_is_refused() {
-    let bytes = encode(&payload("sh", None)).unwrap();
+    let bytes = encode(&payload("sh", None), false).unwrap();
     for cut in 1..bytes.len() {
         assert!(parse(&bytes[..cut]).is_err(), "cut at {cut}");
     }
@@ -94,6 +96,48 @@ fn a_payload_cut_short_or_padded_or_of_another_kind_is_refused() {
     assert!(parse(&json).is_err());
     assert!(payload::parse_int(b"12a").is_none() && payload::parse_int(b"").is_none());
     assert!(payload::parse_int(b"1234567890").is_none(), "no overflow");
+}
+
+#[test]
+fn an_observed_payload_names_the_filter_and_the_server_with_room_for_the_task() {
+    let observed =
+        SupervisorPayload { record_fd: Some(7), record_connects: true, ..payload("sh", None) };
+    let bytes = encode(&observed, true).unwrap();
+    let p = parse(&bytes).unwrap();
+    let n = p.notify.expect("an observed payload has its notifier");
+    assert_eq!(
+        (n.filter_fd, n.server_fd),
+        (paddock_linux_bwrap::NOTIFY_BPF_FD, paddock_linux_bwrap::NOTIFIER_EXE_FD)
+    );
+    let argv = &n.server_argv[..n.server_argc];
+    let mut given: Vec<OsString> =
+        strings(&[argv, &[std::ptr::null()]].concat()).into_iter().map(OsString::from).collect();
+    assert_eq!(given[..2], ["paddock-supervisor", "__serve-notify"]);
+    // Room for the four the supervisor adds and the NULL, all null until then.
+    assert_eq!(n.server_argv.len(), n.server_argc + 5);
+    assert!(n.server_argv[n.server_argc..].iter().all(|p| p.is_null()));
+    // What it adds makes a command line `paddock-supervisor` takes.
+    given.extend(["--task", "2", "--listener", "3"].map(OsString::from));
+    assert_eq!(
+        paddock_linux_bwrap::run_hidden_subcommand(&given),
+        Some(125),
+        "parsed, then refused outside a sandbox (not pid 1)"
+    );
+    // The same task as without the observers.
+    assert_eq!(strings(p.argv), ["sh", "-c", ""]);
+    // Not observed: no notifier; observed without a record descriptor: no payload.
+    assert!(parse(&encode(&payload("sh", None), false).unwrap()).unwrap().notify.is_none());
+    assert!(encode(&payload("sh", None), true).is_none());
+    assert!(encode(&observed, false).is_none());
+}
+
+#[test]
+fn a_filter_without_its_server_is_refused() {
+    let bytes = encode(&payload("sh", None), false).unwrap();
+    let text = String::from_utf8(bytes).unwrap();
+    let half = text.replacen(concat!("\0-\0-\0-\0", "0\0"), concat!("\0-\0", "10\0-\0", "0\0"), 1);
+    assert_ne!(half, text, "the notifier's fields are where they are expected");
+    assert!(parse(half.as_bytes()).unwrap_err().contains("notification filter"));
 }
 
 #[test]
@@ -134,15 +178,15 @@ fn path_lookup_skips_absolute_entries_that_do_not_exist() {
     std::fs::create_dir_all(&found).unwrap();
     std::fs::write(found.join("tool"), b"").unwrap();
     let path = format!("{}:{}::rel", dir.join("missing").display(), found.display());
-    let bytes = encode(&payload("tool", Some(&path))).unwrap();
+    let bytes = encode(&payload("tool", Some(&path)), false).unwrap();
     let got = strings(crate::supervise::candidates(&parse(&bytes).unwrap()).unwrap());
     assert_eq!(got, [format!("{}/tool", found.display()), "./tool".into(), "rel/tool".into()]);
-    let bytes = encode(&payload("/bin/sh", Some(&path))).unwrap();
+    let bytes = encode(&payload("/bin/sh", Some(&path)), false).unwrap();
     assert_eq!(
         strings(crate::supervise::candidates(&parse(&bytes).unwrap()).unwrap()),
         ["/bin/sh"]
     );
-    let bytes = encode(&payload("", None)).unwrap();
+    let bytes = encode(&payload("", None), false).unwrap();
     assert!(strings(crate::supervise::candidates(&parse(&bytes).unwrap()).unwrap()).is_empty());
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -162,7 +206,7 @@ fn mount_identities_are_read_as_the_runner_writes_them_and_each_must_be_a_mount_
         mount_ids_fd: Some(9),
         ..payload("sh", None)
     };
-    assert_eq!(parse(&encode(&p).unwrap()).unwrap().mount_ids_fd, Some(9));
+    assert_eq!(parse(&encode(&p, false).unwrap()).unwrap().mount_ids_fd, Some(9));
     let ids = encode_ids(&[
         MountId { path: "/p/build".into(), dev: 7, ino: 42 },
         MountId { path: "/x".into(), dev: 7, ino: 43 },

@@ -103,3 +103,65 @@ fn an_observed_prespawn_waits_in_a_namespace_of_its_own_where_the_mounts_are_mad
     drop(pre);
     std::fs::remove_dir(&dir).unwrap();
 }
+
+#[test]
+fn an_observed_prespawn_holds_the_notifiers_copy_and_takes_a_plan_without_libc() {
+    use crate::runtime::exec::{SpawnShape, Waiting};
+    let Some(bwrap) = installed_bwrap() else { return };
+    // A stand-in for `paddock-supervisor`, of a name of its own: its copy goes to this
+    // user's runtime base, beside the real one's.
+    let dir =
+        std::env::temp_dir().join(format!("paddock-prespawn-notifier-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let source = dir.join("paddock-test-notifier");
+    std::fs::write(&source, format!("{}", std::process::id())).unwrap();
+    let mut pre = Prespawned::start_for(&bwrap, true, Output::INHERIT, Some(&source)).unwrap();
+    let copy = {
+        let (_, fd) = pre.notifier.as_ref().expect("the copy was made and opened");
+        std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap()
+    };
+    let cleanup = || {
+        let _ = std::fs::remove_file(&copy);
+        let _ = std::fs::remove_dir_all(&dir);
+    };
+    if !pre.started() {
+        cleanup();
+        paddock_test_support::skip("no private namespace for a prespawned bwrap", None);
+        return;
+    }
+    let pid = pre.child.as_ref().unwrap().pid;
+    // bwrap has the copy at its place, and a memfd for the notification filter.
+    let its = std::fs::read_link(format!("/proc/{pid}/fd/{NOTIFIER_EXE_FD}")).unwrap();
+    assert_eq!(its, copy);
+    let bpf = std::fs::read_link(format!("/proc/{pid}/fd/{NOTIFY_BPF_FD}")).unwrap();
+    assert!(bpf.to_string_lossy().contains("notify-bpf"), "{}", bpf.display());
+    // An observed plan started without libc fits it, handing the record pipe and the copy.
+    let task = paddock_policy::Task { observe: true, ..crate::tests::task() };
+    let plan = paddock_policy::Backend::plan(
+        &crate::LinuxBwrap,
+        &crate::tests::policy(),
+        &task,
+        &crate::tests::facts(),
+    )
+    .unwrap();
+    let nolibc = AbsPathBuf::new_lexical("/opt/paddock/paddock-supervisor-nolibc").unwrap();
+    let light = crate::nolibc::with_notifier(&plan, &nolibc).unwrap();
+    let slot = PrespawnSlot::new(Some(pre));
+    assert!(slot.notifier_for(&dir.join("another")).is_none());
+    let given = slot.notifier_for(&source).expect("the waiting bwrap's copy");
+    let given = std::fs::read_link(format!("/proc/self/fd/{}", given.as_raw_fd())).unwrap();
+    assert_eq!(given, copy);
+    assert!(slot.take_record_for(&light, Output::INHERIT).is_some());
+    let pre = slot.take().unwrap();
+    let shape = |extra: Vec<i32>| SpawnShape {
+        extra,
+        inherits: Vec::new(),
+        observer: true,
+        self_mounts: false,
+    };
+    assert!(pre.fits(&light, Output::INHERIT, &shape(vec![RECORD_FD, NOTIFIER_EXE_FD])));
+    assert!(pre.fits(&light, Output::INHERIT, &shape(vec![RECORD_FD])));
+    assert!(!pre.fits(&light, Output::INHERIT, &shape(vec![RECORD_FD, 12])));
+    drop(pre);
+    cleanup();
+}
