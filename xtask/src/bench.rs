@@ -2,8 +2,10 @@
 //! `--itemize off`, in an empty project and in one with 50 protected names and 20 deny
 //! entries) against the simplest bubblewrap sandbox a user would write instead
 //! ([`SIMPLEST_BWRAP`]), the equivalent bare `bwrap` invocation (the same mount arguments,
-//! taken from the plan) and bare `true`, interleaved rounds, printed as median, min and max
-//! and as ratios to the simplest sandbox; then the library's spawn + wait of `true` timed
+//! taken from the plan) and bare `true`, and a task that writes a file at once by default
+//! against the simplest sandbox running it ([`WRITES_A_FILE`]: its first write starts the
+//! notifications' server), interleaved rounds, printed as median, min and max and as ratios
+//! to the simplest sandbox; then the library's spawn + wait of `true` timed
 //! inside a task runner's process (cold: its first; warm: its second). `bench unix-socket`:
 //! a connect to a unix socket granted by path against a plain one ([`unix_socket`]).
 
@@ -39,6 +41,10 @@ pub const SIMPLEST_BWRAP: &[&str] = &[
     "--",
     "/bin/true",
 ];
+
+/// A task that writes a file in its private `/tmp` as it starts (the shell's redirection is
+/// its first write).
+const WRITES_A_FILE: &[&str] = &["/bin/sh", "-c", "echo > /tmp/paddock-bench-written"];
 
 /// Dispatches `bench NAME`.
 pub fn run_bench(root: &Path, name: Option<&str>) -> Result<()> {
@@ -314,15 +320,16 @@ fn spawn(root: &Path) -> Result<()> {
     }
     let made_ok = make_mount_points(&json, &project, &baseline, &mut made);
     let big = std::env::temp_dir().join("paddock-bench-big-project");
-    let paddock_run = |dir: &Path, off: bool| {
+    let paddock_task = |dir: &Path, off: bool, task: &[&str]| {
         let mut c = Command::new(&paddock);
         c.arg("run");
         if off {
             c.args(["--itemize", "off"]);
         }
-        c.arg("-C").arg(dir).args(["--", "true"]).current_dir(dir).env_remove("PADDOCK_ITEMIZE");
+        c.arg("-C").arg(dir).arg("--").args(task).current_dir(dir).env_remove("PADDOCK_ITEMIZE");
         c
     };
+    let paddock_run = |dir: &Path, off: bool| paddock_task(dir, off, &["true"]);
     let stats = made_ok.and_then(|()| make_big_project(&big)).and_then(|()| {
         interleaved(&mut [
             &mut || Command::new("/bin/true"),
@@ -351,13 +358,33 @@ fn spawn(root: &Path) -> Result<()> {
             // The same two in a project with 50 protected names and 20 deny entries.
             &mut || paddock_run(&big, true),
             &mut || paddock_run(&big, false),
+            // A task that writes a file at once, in the simplest sandbox and by default: its
+            // first write is a notified call, which starts the notifications' server.
+            &mut || {
+                let mut c = Command::new(&bwrap);
+                c.args(&SIMPLEST_BWRAP[..SIMPLEST_BWRAP.len() - 1]).args(WRITES_A_FILE);
+                c
+            },
+            &mut || paddock_task(&project, false, WRITES_A_FILE),
         ])
     });
     for path in made.iter().rev() {
         let _ = std::fs::remove_dir(path).or_else(|_| std::fs::remove_file(path));
     }
     let stats = stats?;
-    let [bare, runner, simplest, bare_bwrap, off, default, big_off, big_default] = stats[..] else {
+    let [
+        bare,
+        runner,
+        simplest,
+        bare_bwrap,
+        off,
+        default,
+        big_off,
+        big_default,
+        simplest_writes,
+        default_writes,
+    ] = stats[..]
+    else {
         bail!("one result per configuration expected");
     };
     run(cargo().args(["build", "--release", "-p", "paddock", "--example", "spawn_timing"]))?;
@@ -375,6 +402,8 @@ fn spawn(root: &Path) -> Result<()> {
     println!("  paddock run (default, itemized):   {default}");
     println!("  big policy, --itemize off:         {big_off}");
     println!("  big policy, default:               {big_default}");
+    println!("  simplest bwrap, a task that writes: {simplest_writes}");
+    println!("  paddock run, a task that writes:   {default_writes}");
     println!("  library spawn+wait, cold:          {cold}");
     println!("  library spawn+wait, warm:          {warm}");
     println!("  library spawn+wait, prewarmed:     {prewarmed}");
@@ -383,6 +412,10 @@ fn spawn(root: &Path) -> Result<()> {
     println!("  paddock run (default):       {}  (target <= 1.5x)", default.ratio(&simplest));
     println!("  big policy, --itemize off:   {}", big_off.ratio(&simplest));
     println!("  big policy, default:         {}", big_default.ratio(&simplest));
+    println!(
+        "  a task that writes, default: {}  (against the simplest sandbox running it)",
+        default_writes.ratio(&simplest_writes)
+    );
     println!("  library spawn+wait, cold:    {}", cold.ratio(&simplest));
     println!(
         "  library spawn+wait, warm:    {}  (a second spawn, not prewarmed)",

@@ -111,7 +111,7 @@ fn make_copy(source: &Path, dir: &Path, copy: &Path) -> io::Result<()> {
 
 /// How many copies of one executable name are kept: one per install in use (a release and
 /// a development build side by side would otherwise take turns copying themselves).
-const KEPT: usize = 3;
+const KEPT: usize = 2;
 
 /// Removes the copies of `stem` but `keep` and the newest others, up to [`KEPT`] in all:
 /// older installs'.

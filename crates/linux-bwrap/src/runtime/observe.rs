@@ -112,11 +112,8 @@ pub fn run(
             return Ok(None);
         }
     };
-    let light = without_libc(plan, opts);
-    let (plan, notifier) = match light {
-        Some((ref light, ref fd)) => (light, fd.try_clone().ok()),
-        None => (plan, None),
-    };
+    let (light, notifier) = without_libc(plan, opts).unzip();
+    let plan = light.as_ref().unwrap_or(plan);
     // A bwrap waiting for an observed run has the record pipe already (its write end at its
     // place): read from that one.
     let (record_rx, record_tx) = match opts.prespawned.take_record_for(plan, opts.stdio) {
