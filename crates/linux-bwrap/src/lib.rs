@@ -75,8 +75,6 @@ pub mod vfork;
 mod walls_tests;
 
 pub use error::{Context, Error};
-#[cfg(target_os = "linux")]
-pub use probe::SUPERVISOR_EXE;
 
 /// Runs the hidden subcommand `args[1]` names ([`SUPERVISE_SUBCOMMAND`], the strace shim's
 /// [`trace::SHIM_SUBCOMMAND`]), if it names one, and returns the process's exit code. The
@@ -94,6 +92,6 @@ pub fn run_hidden_subcommand(args: &[std::ffi::OsString]) -> Option<i32> {
 }
 pub use plan::{
     ARGS_FD, BACKEND_NAME, INBOUND_FD, INNER_MASK_PATH, LinuxBwrap, MASKED_FILE, NOTIFIER_EXE_FD,
-    NOTIFY_BPF_FD, RECORD_FD, SECCOMP_FD, SIGNAL_FD, SUPERVISE_SUBCOMMAND, SUPERVISOR_FD,
-    SUPERVISOR_PATH, bwrap_argv,
+    NOTIFY_BPF_FD, RECORD_FD, SECCOMP_FD, SERVE_NOTIFY_SUBCOMMAND, SIGNAL_FD, SUPERVISE_SUBCOMMAND,
+    SUPERVISOR_EXE, SUPERVISOR_FD, SUPERVISOR_PATH, bwrap_argv,
 };

@@ -13,9 +13,10 @@
 //! nobody may read to hand it ([`with_notifier`], `crate::runtime::exec_only`): it starts the
 //! task as it starts any other, the task's child installing the notification filter (at
 //! [`crate::NOTIFY_BPF_FD`]) after the main one and sending its listener up; at the task's
-//! first notified call it executes that copy (at [`crate::NOTIFIER_EXE_FD`]) in its own
-//! process, which serves the listener from then on (`supervisor::serve_notify`). A task that
-//! never makes such a call never pays for the server's start.
+//! first notified call, or once it has run for a millisecond, it executes that copy (at
+//! [`crate::NOTIFIER_EXE_FD`]) in its own process, which serves the listener from then on
+//! (`supervisor::serve_notify`). A task that ends sooner without such a call never pays for
+//! the server's start.
 //!
 //! # The payload
 //!
@@ -97,7 +98,7 @@ pub fn encode(p: &SupervisorPayload, observed: bool) -> Option<Vec<u8>> {
             };
             let args = [
                 crate::SUPERVISOR_EXE.to_owned(),
-                crate::supervisor::SERVE_NOTIFY_SUBCOMMAND.to_owned(),
+                crate::SERVE_NOTIFY_SUBCOMMAND.to_owned(),
                 "--version".to_owned(),
                 p.version.clone(),
                 "--record-fd".to_owned(),
@@ -154,19 +155,10 @@ fn repoint(plan: &SpawnPlan, supervisor: &AbsPathBuf, observed: bool) -> Option<
     let payload = SupervisorPayload::from_bytes(&sup.bytes, sup.fd).ok()?;
     sup.bytes = encode(&payload, observed)?;
     if observed {
-        let opts = crate::notify::filter::Options {
-            record_connects: payload.record_connects,
-            refuse_unix_sockets: payload.refuse_unix_sockets,
-            unix_grants: false,
-        };
-        let program = crate::notify::filter::program(opts, true);
-        if program.is_empty() {
-            return None;
-        }
         plan.payloads.push(Payload {
             name: NOTIFY_BPF_PAYLOAD.to_owned(),
             fd: crate::NOTIFY_BPF_FD,
-            bytes: program.iter().flat_map(bpf_bytes).collect(),
+            bytes: notify_bpf(&payload)?,
         });
     }
     // The supervisor's bind is the last op, so the last three arguments (see `ops`).
@@ -190,14 +182,33 @@ fn repoint(plan: &SpawnPlan, supervisor: &AbsPathBuf, observed: bool) -> Option<
     Some(plan)
 }
 
-/// One instruction as the kernel reads it: code, jt, jf, k, in this machine's byte order.
-fn bpf_bytes(insn: &libc::sock_filter) -> [u8; 8] {
-    let mut out = [0; 8];
-    out[..2].copy_from_slice(&insn.code.to_ne_bytes());
-    out[2] = insn.jt;
-    out[3] = insn.jf;
-    out[4..].copy_from_slice(&insn.k.to_ne_bytes());
-    out
+/// The notification filter `paddock-supervisor` would install for `payload`, as the kernel
+/// reads it (code, jt, jf, k per instruction, in this machine's byte order); `None` where
+/// this architecture has no such filter.
+#[cfg(target_os = "linux")]
+fn notify_bpf(payload: &SupervisorPayload) -> Option<Vec<u8>> {
+    let opts = crate::notify::filter::Options {
+        record_connects: payload.record_connects,
+        refuse_unix_sockets: payload.refuse_unix_sockets,
+        unix_grants: false,
+    };
+    let program = crate::notify::filter::program(opts, true);
+    if program.is_empty() {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(program.len() * 8);
+    for insn in &program {
+        bytes.extend_from_slice(&insn.code.to_ne_bytes());
+        bytes.extend_from_slice(&[insn.jt, insn.jf]);
+        bytes.extend_from_slice(&insn.k.to_ne_bytes());
+    }
+    Some(bytes)
+}
+
+/// No notification filter away from Linux: observed plans keep `paddock-supervisor`.
+#[cfg(not(target_os = "linux"))]
+fn notify_bpf(_: &SupervisorPayload) -> Option<Vec<u8>> {
+    None
 }
 
 /// The last three arguments of a plan's bwrap setup, for tests.
@@ -347,6 +358,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(target_os = "linux")]
     fn an_observed_plan_gets_the_notification_filter_and_the_servers_command_line() {
         let plan = plan_of(true);
         let exe = AbsPathBuf::new_lexical("/opt/paddock/paddock-supervisor-nolibc").unwrap();
@@ -364,7 +376,12 @@ mod tests {
         assert_eq!(bpf.fd, crate::NOTIFY_BPF_FD);
         let program = crate::notify::filter::program(opts, true);
         assert_eq!(bpf.bytes.len(), program.len() * 8);
-        assert_eq!(bpf.bytes, program.iter().flat_map(bpf_bytes).collect::<Vec<u8>>());
+        // Each instruction as the kernel reads it: code, jt, jf, k.
+        for (insn, bytes) in program.iter().zip(bpf.bytes.chunks(8)) {
+            assert_eq!(bytes[..2], insn.code.to_ne_bytes());
+            assert_eq!((bytes[2], bytes[3]), (insn.jt, insn.jf));
+            assert_eq!(bytes[4..], insn.k.to_ne_bytes());
+        }
         assert!(light.free_fd() > crate::NOTIFY_BPF_FD);
         let text = String::from_utf8(
             light.payloads.iter().find(|p| p.name == "supervisor").unwrap().bytes.clone(),

@@ -47,8 +47,8 @@ pub const INBOUND_FD: i32 = 8;
 /// filter's BPF program (`crate::nolibc::with_notifier`).
 pub const NOTIFY_BPF_FD: i32 = 10;
 /// Where an observed run started by `paddock-supervisor-nolibc` has the executable that
-/// serves the notification listener once the task makes its first notified call (an
-/// `O_PATH` descriptor of `paddock-supervisor`'s copy nobody may read:
+/// serves the notification listener once the task makes its first notified call or has run
+/// for a millisecond (an `O_PATH` descriptor of `paddock-supervisor`'s copy nobody may read:
 /// `crate::runtime::exec_only`).
 pub const NOTIFIER_EXE_FD: i32 = 11;
 /// The name, in the task's runtime dir, of the empty mode-0000 file bound over file anchors.
@@ -62,8 +62,13 @@ pub const SUPERVISOR_PATH: &str = "/dev/.paddock-supervisor";
 /// ([`crate::payload::InnerMount::mask`]). It stays there (copied into the supervisor's
 /// namespace, the bind is locked): the same empty mode-0000 file every hidden path shows.
 pub const INNER_MASK_PATH: &str = "/dev/.paddock-masked";
+/// The dedicated supervisor's executable name, next to `paddock`.
+pub const SUPERVISOR_EXE: &str = "paddock-supervisor";
 /// The hidden subcommand that runs the supervisor.
 pub const SUPERVISE_SUBCOMMAND: &str = "__supervise";
+/// The hidden subcommand that serves an observed run's notifications once
+/// `paddock-supervisor-nolibc` hands them over (`supervisor::serve_notify`).
+pub const SERVE_NOTIFY_SUBCOMMAND: &str = "__serve-notify";
 /// Without user namespaces (root), how many binds of paths onto themselves the runner's
 /// child makes itself ([`SpawnPlan::self_mounts`]) even when nothing else needs its private
 /// namespace: below this the namespace and the fork cost more than bwrap's binds (measured

@@ -214,7 +214,7 @@ fn report_supervisor(report: &mut CheckReport, facts: &HostFacts) {
     let nolibc = crate::nolibc::SUPERVISOR_NOLIBC_EXE;
     // With `paddock-supervisor` beside it, it starts the observers' runs too.
     let runs = if facts.supervisor_exe.is_some() {
-        "untraced runs, and of observed ones until their first notified call"
+        "untraced runs, and of observed ones until their server starts"
     } else {
         "untraced runs"
     };
@@ -281,7 +281,7 @@ pub fn dynamic_interpreter(path: &Path) -> Option<bool> {
 }
 
 /// The name of the dedicated supervisor executable, looked for next to `paddock`.
-pub const SUPERVISOR_EXE: &str = "paddock-supervisor";
+pub use crate::SUPERVISOR_EXE;
 
 /// The dedicated supervisor next to `exe` ([`SUPERVISOR_EXE`]), when it can be trusted
 /// (`helper_beside`).

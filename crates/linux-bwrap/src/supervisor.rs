@@ -38,7 +38,7 @@
 //! server. Not waiting for the server saves the task a round trip between the two processes
 //! and a copy of the supervisor (`fork`) on every observed run (0.1 ms here).
 //! An observed run that `paddock-supervisor-nolibc` started comes here once its task makes
-//! a notified call, through `__serve-notify` ([`serve_notify`]): the listener is served from
+//! a notified call, through `__serve-notify` (`serve_notify`): the listener is served from
 //! then on, by this process as the sandbox's pid 1.
 //! Unix sockets granted by path ([`crate::notify::unix`]) install the same filter whatever
 //! the itemizing, without a record descriptor; the grants' sockets are opened before the

@@ -1,6 +1,6 @@
 //! A copy of `paddock-supervisor` that nobody may read, for `paddock-supervisor-nolibc` to
-//! execute as the sandbox's pid 1 once an observed task has made its first notified call
-//! (`supervisor::serve_notify`).
+//! execute as the sandbox's pid 1 once an observed task has made its first notified call or
+//! run for a millisecond (`supervisor::serve_notify`).
 //!
 //! A process that executes a file it cannot read is not dumpable from the start: the kernel
 //! decides it in `execve` (`would_dump`), before the first instruction of the new image.

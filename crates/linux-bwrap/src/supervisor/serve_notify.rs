@@ -1,19 +1,21 @@
 //! `paddock-supervisor __serve-notify`: the supervisor of an observed run, taking over from
-//! `paddock-supervisor-nolibc` once the task has made its first notified call.
+//! `paddock-supervisor-nolibc` once the task has made its first notified call or run for a
+//! millisecond.
 //!
 //! The supervisor without a C library starts an observed task as it starts any other (the
 //! walls, the task's child installing the main filter and then the notification filter,
-//! whose listener it sends up), and holds the listener without serving it: a task that never
-//! makes a call the filter notifies ends without the notifier's start on its path (glibc's,
-//! the payload's parse, a thread: about 0.75 ms here). At the first notification it executes
-//! this binary in its own process, so the server stays pid 1, the parent of the task and the
+//! whose listener it sends up), and holds the listener without serving it: a task that ends
+//! within a millisecond without a call the filter notifies ends without the notifier's start
+//! on its path (glibc's, the payload's parse, a thread: about 0.75 ms here), and a longer one
+//! has it beside it. At the first notification, or after that millisecond, it executes this
+//! binary in its own process, so the server stays pid 1, the parent of the task and the
 //! ancestor of everything it starts (reading their memory needs that where Yama restricts
 //! `ptrace` to ancestors), and its walls stay where they were: no capability, the same
 //! namespaces, no filter. The runner hands it a copy of `paddock-supervisor` nobody may read
 //! (`runtime::exec_only`): executed, the process is not dumpable from its first instruction,
 //! so the task, the same user, never gets to open `/proc/1/mem` before `main` runs.
 //!
-//! The notified call waits meanwhile (the kernel holds it until answered). This process
+//! A notified call waits meanwhile (the kernel holds it until answered). This process
 //! serves the listener on a thread (`notify::serve`), relays polite signals and reaps until
 //! the task exits, as [`super::supervise`] does, and exits with its status. Everything before
 //! the task's start (the payload, the inner mounts, the capabilities, the mount identities,
@@ -28,8 +30,7 @@ use std::ffi::OsString;
 use super::{EXIT_SUPERVISOR, inherited, same_version, supervise};
 use crate::notify;
 
-/// The hidden subcommand that runs it.
-pub const SERVE_NOTIFY_SUBCOMMAND: &str = "__serve-notify";
+pub use crate::SERVE_NOTIFY_SUBCOMMAND;
 
 /// What the command line says.
 #[derive(Debug, PartialEq, Eq)]

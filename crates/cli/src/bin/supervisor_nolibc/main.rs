@@ -13,7 +13,7 @@
 //! (`paddock_linux_bwrap::nolibc`), with a payload of its own format (`payload`), and for
 //! runs the observers itemize when `paddock-supervisor` sits there too: the task's child
 //! installs the notification filter and sends its listener up, and at the task's first
-//! notified call this process executes `paddock-supervisor` (a copy nobody may read) to
+//! notified call (or once it has run for a millisecond) this process executes `paddock-supervisor` (a copy nobody may read) to
 //! serve it from then on. Every other run starts `paddock-supervisor`, which also serves
 //! relays and tracers. What it does is what that supervisor does for such a payload
 //! (`supervise`), with the same exit codes and messages; tests of the whole run that pass

@@ -17,8 +17,9 @@
 //! its end of a socket pair at fd 3 through the descriptor sweep, installs the notification
 //! filter after the main one with a new listener, sends the listener up and executes at once
 //! (the kernel holds the notified calls until they are answered). This process holds the
-//! listener without serving it: a task that never makes a notified call ends as any other.
-//! At the first notification it executes the server it was handed (`Server::hand_over`:
+//! listener without serving it: a task that ends within a millisecond without a notified
+//! call ends as any other. At the first notification, or once the task has run for that
+//! millisecond, it executes the server it was handed (`Server::hand_over`:
 //! `paddock-supervisor __serve-notify`, from a copy nobody may read, so never dumpable), which
 //! goes on as pid 1 from here; failing that, the task is killed and the run ends with 125.
 
