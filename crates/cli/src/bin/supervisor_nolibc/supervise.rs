@@ -187,8 +187,7 @@ fn run(argv: &[&CStr]) -> Result<c_int, Failure> {
         sys::spawn_vfork(child_main, (&raw const child) as usize, stack.as_mut_ptr().add(STACK))
     }
     .map_err(|Errno(e)| fail!("clone: errno {e}"))?;
-    // Failing (it already executed and did it) is harmless. The byte tells the runner the
-    // sandbox is up; a closed channel is not an error.
+    // Failing (it already executed and did it) is harmless.
     sys::setpgid(task, task);
     let listener = match pair {
         Some([child_end, parent_end]) => {
@@ -207,6 +206,7 @@ fn run(argv: &[&CStr]) -> Result<c_int, Failure> {
         }
         None => None,
     };
+    // The byte tells the runner the sandbox is up; a closed channel is not an error.
     if let Some(fd) = payload.signal_fd {
         sys::send_byte(fd, STARTED);
     }
