@@ -87,35 +87,46 @@ enum Made {
 /// Makes the placeholder at `path`, or borrows one found made since resolution: of the right
 /// kind and not a link, recorded as used first (in `runtime_dir`'s lock file), so that its
 /// maker leaves it while this run lives (`runtime_dir::release_placeholders`). Gone again
-/// in between (its maker removed it first), it is made here after all.
+/// in between (its maker removed it first), it is made here after all, or borrowed from the
+/// run that made it again meanwhile: [`MAKE_TRIES`] rounds, each lost only to another run's
+/// progress. Anything else at the name (a link, the other kind) fails the run.
 fn make_or_borrow(
     path: &Path,
     dir: bool,
     runtime_dir: Option<&Path>,
     spares: &mut Spares,
 ) -> std::io::Result<Made> {
-    match make_placeholder(path, dir, spares) {
-        Ok(stamp) => Ok(Made::Here(stamp)),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && is_kind(path, dir) => {
-            let Some(runtime_dir) = runtime_dir else { return Err(e) };
-            // Recorded and checked under the release lock, which a release holds from its
-            // look at the live runs' uses to its last removal: it either sees this use and
-            // keeps the placeholder, or removed it before the check, and this run makes its
-            // own. Unserialized, a removal between the check and the bind failed the run's
-            // bwrap ("Can't find source path").
-            let serial = crate::runtime::runtime_dir::release_lock();
+    let mut lost = None;
+    for _ in 0..MAKE_TRIES {
+        let exists = match make_placeholder(path, dir, spares) {
+            Ok(stamp) => return Ok(Made::Here(stamp)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => e,
+            Err(e) => return Err(e),
+        };
+        let Some(runtime_dir) = runtime_dir else { return Err(exists) };
+        // Recorded and checked under the release lock, which a release holds from its look
+        // at the live runs' uses to its last removal: it either sees this use and keeps the
+        // placeholder, or removed it before the check, and this run makes its own.
+        // Unserialized, a removal between the check and the bind failed the run's bwrap
+        // ("Can't find source path").
+        let serial = crate::runtime::runtime_dir::release_lock();
+        if is_kind(path, dir) {
             record_use(runtime_dir, path)?;
-            let borrowed = is_kind(path, dir);
-            drop(serial);
-            if borrowed {
-                Ok(Made::Borrowed)
-            } else {
-                make_placeholder(path, dir, spares).map(Made::Here)
-            }
+            return Ok(Made::Borrowed);
         }
-        Err(e) => Err(e),
+        let gone = std::fs::symlink_metadata(path)
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
+        drop(serial);
+        if !gone {
+            return Err(exists);
+        }
+        lost = Some(exists);
     }
+    Err(lost.unwrap_or_else(|| std::io::ErrorKind::AlreadyExists.into()))
 }
+
+/// How many times [`make_or_borrow`] tries to make or borrow one placeholder.
+const MAKE_TRIES: usize = 8;
 
 /// Makes one placeholder, never through a symlink: a spare renamed into place without
 /// replacing anything (`RENAME_NOREPLACE`), else `mkdir`, or an empty file with
