@@ -6,7 +6,7 @@
 //! (`renameat2` with `RENAME_EXCHANGE`), `link:FROM=TO` (a hard link), `rmdir:PATH`,
 //! `unlink:PATH`, `ls:PATH`,
 //! `connect:IP:PORT`, `unix:PATH`, `socketpair-dgram`, `io-uring`, `tiocsti`, `tiocsti-hi`,
-//! `keyctl`, `unshare-user`, `env:NAME`, `fds`, `file:PATH` (prints the content),
+//! `keyctl`, `unshare-user`, `env:NAME`, `fds`, `file:PATH` (prints the content), `sleep:MS`,
 //! `open:PATH` (open for reading only), `ptrace:PID` (attach), `http:URL` (an absolute-URI
 //! GET through `$HTTP_PROXY`; detail: status line and body), `proxy-connect:HOST:PORT` (a raw
 //! CONNECT through `$HTTP_PROXY`; detail: status line), `serve:PORT:SECONDS` (an HTTP server
@@ -84,6 +84,15 @@ pub fn main() {
                 io_result(op, rest, std::fs::read(rest).map(|b| format!("{} bytes", b.len())))
             }
             "file" => io_result(op, rest, std::fs::read_to_string(rest)),
+            // A pause between two operations (a hand-over in the sandbox to let pass).
+            "sleep" => io_result(
+                op,
+                rest,
+                rest.parse::<u64>()
+                    .map(|ms| std::thread::sleep(std::time::Duration::from_millis(ms)))
+                    .map(|()| String::new())
+                    .map_err(|_| std::io::ErrorKind::InvalidInput.into()),
+            ),
             "write" => io_result(
                 op,
                 rest,
