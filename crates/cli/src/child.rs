@@ -279,9 +279,7 @@ fn prespawn(
     use paddock_linux_bwrap::runtime::prespawn::{PrespawnKind, Prespawned};
     let kind = PrespawnKind::for_run(inner.itemize, inner.toggles, &inner.facts)?;
     let bwrap = inner.facts.bwrap.as_deref().and_then(paddock_policy::AbsPathBuf::new_lexical)?;
-    // An observed run started by `paddock-supervisor-nolibc` needs `paddock-supervisor`'s copy.
-    let notifier =
-        inner.facts.supervisor_nolibc_exe.as_ref().and(inner.facts.supervisor_exe.as_deref());
+    let notifier = paddock_linux_bwrap::probe::notifier_of(&inner.facts);
     Prespawned::start_for(&bwrap, kind.observed(), streams(command), notifier).ok()
 }
 

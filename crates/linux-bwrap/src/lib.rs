@@ -76,16 +76,14 @@ mod walls_tests;
 
 pub use error::{Context, Error};
 
-/// Runs the hidden subcommand `args[1]` names ([`SUPERVISE_SUBCOMMAND`], the strace shim's
-/// [`trace::SHIM_SUBCOMMAND`]), if it names one, and returns the process's exit code. The
+/// Runs the hidden subcommand `args[1]` names ([`SUPERVISE_SUBCOMMAND`],
+/// [`SERVE_NOTIFY_SUBCOMMAND`], the strace shim's [`trace::SHIM_SUBCOMMAND`]), if it names one, and returns the process's exit code. The
 /// `paddock` binary and the dedicated `paddock-supervisor` both start here.
 #[cfg(target_os = "linux")]
 pub fn run_hidden_subcommand(args: &[std::ffi::OsString]) -> Option<i32> {
     match args.get(1) {
         Some(a) if a == SUPERVISE_SUBCOMMAND => Some(supervisor::main_from_args(&args[2..])),
-        Some(a) if a == supervisor::SERVE_NOTIFY_SUBCOMMAND => {
-            Some(supervisor::serve_notify_main(&args[2..]))
-        }
+        Some(a) if a == SERVE_NOTIFY_SUBCOMMAND => Some(supervisor::serve_notify_main(&args[2..])),
         Some(a) if a == trace::SHIM_SUBCOMMAND => Some(shim::main_from_args(&args[2..])),
         _ => None,
     }

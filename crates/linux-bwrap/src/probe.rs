@@ -280,8 +280,7 @@ pub fn dynamic_interpreter(path: &Path) -> Option<bool> {
     Some(interp)
 }
 
-/// The name of the dedicated supervisor executable, looked for next to `paddock`.
-pub use crate::SUPERVISOR_EXE;
+use crate::SUPERVISOR_EXE;
 
 /// The dedicated supervisor next to `exe` ([`SUPERVISOR_EXE`]), when it can be trusted
 /// (`helper_beside`).
@@ -306,6 +305,17 @@ pub fn nolibc_supervisor_beside(exe: &Path) -> Option<PathBuf> {
 pub fn notifier_beside(exe: &Path) -> Option<PathBuf> {
     nolibc_supervisor_beside(exe)?;
     supervisor_beside(exe)
+}
+
+/// [`notifier_beside`] this process's executable.
+pub fn notifier_beside_this_process() -> Option<PathBuf> {
+    notifier_beside(&std::env::current_exe().ok()?)
+}
+
+/// [`notifier_beside`] as `facts` found it (or as an embedding program named its
+/// supervisors): `paddock-supervisor`, when `paddock-supervisor-nolibc` is there too.
+pub fn notifier_of(facts: &paddock_policy::HostFacts) -> Option<&Path> {
+    facts.supervisor_nolibc_exe.as_ref().and(facts.supervisor_exe.as_deref())
 }
 
 /// A supervisor named by an embedding program: the canonical path of a regular executable

@@ -50,7 +50,6 @@
 mod serve_notify;
 mod tracer;
 
-pub use serve_notify::SERVE_NOTIFY_SUBCOMMAND;
 pub(crate) use serve_notify::main_from_args as serve_notify_main;
 
 use std::ffi::{CString, OsString};

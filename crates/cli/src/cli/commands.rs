@@ -377,12 +377,8 @@ pub fn prespawn_early(argv: &[std::ffi::OsString]) -> Option<Prespawned> {
 #[cfg(target_os = "linux")]
 fn start(kind: PrespawnKind, bwrap: &AbsPathBuf) -> Option<Prespawned> {
     let inherit = paddock_linux_bwrap::runtime::exec::Output::INHERIT;
-    // An observed run started by `paddock-supervisor-nolibc` needs `paddock-supervisor`'s copy.
-    let notifier = kind
-        .observed()
-        .then(|| std::env::current_exe().ok())
-        .flatten()
-        .and_then(|exe| paddock_linux_bwrap::probe::notifier_beside(&exe));
+    let notifier =
+        kind.observed().then(paddock_linux_bwrap::probe::notifier_beside_this_process).flatten();
     Prespawned::start_for(bwrap, kind.observed(), inherit, notifier.as_deref()).ok()
 }
 

@@ -30,7 +30,7 @@ use std::ffi::OsString;
 use super::{EXIT_SUPERVISOR, inherited, same_version, supervise};
 use crate::notify;
 
-pub use crate::SERVE_NOTIFY_SUBCOMMAND;
+use crate::SERVE_NOTIFY_SUBCOMMAND;
 
 /// What the command line says.
 #[derive(Debug, PartialEq, Eq)]
