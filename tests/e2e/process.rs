@@ -321,6 +321,37 @@ fn the_task_starts_with_the_default_signal_dispositions() {
     }
 }
 
+/// A task that leaves behind a process writing a protected name, as fast as it can: nothing
+/// of the task writes once its run is over. The supervisor kills and reaps every process
+/// of the sandbox before it tells the runner the task is done, and only then are the
+/// placeholders removed, while the kernel tears the namespaces down (with a process still
+/// running, the removed placeholder's bind would be gone and the name writable).
+#[test]
+fn a_writer_the_task_leaves_behind_never_writes_after_the_run() {
+    if !require_os_sandbox() || !require_tool("/bin/sh", "a task that leaves a writer behind") {
+        return;
+    }
+    let s = Scratch::new("left-writer");
+    let left = s.project.join(".bashrc");
+    for mode in MODES {
+        for _ in 0..5 {
+            let out = run_itemized(&s, mode)
+                .args([
+                    "--",
+                    "/bin/sh",
+                    "-c",
+                    "(while :; do echo > .bashrc; done) 2>/dev/null & sleep 0.05",
+                ])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{mode:?}: {out:?}");
+            assert!(!left.exists(), "{mode:?}: written once the run was over");
+            std::thread::sleep(Duration::from_millis(20));
+            assert!(!left.exists(), "{mode:?}: written after the run");
+        }
+    }
+}
+
 #[test]
 fn timeout_exits_124_and_kills_the_task() {
     if !require_os_sandbox() {

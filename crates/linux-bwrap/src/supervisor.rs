@@ -68,6 +68,10 @@ pub const EXIT_NOT_FOUND: i32 = 127;
 /// The byte written up the signal channel once the task has been forked: the runner tells a
 /// sandbox that never started (bwrap's own error) from a task that failed.
 pub const STARTED: u8 = b'S';
+/// The byte written up the signal channel once the task has exited and every other process
+/// of the sandbox has been killed and reaped: the runner cleans up (the placeholders) while
+/// the kernel tears the sandbox's namespaces down, before bwrap is gone.
+pub const EXITED: u8 = b'E';
 /// The byte the supervisor sends up the signal channel when its payload says
 /// `wait_for_tracer`: the runner reads the supervisor's pid from the message's credentials
 /// (`SO_PASSCRED`: the kernel gives it in the runner's pid namespace) and attaches strace.
@@ -351,7 +355,7 @@ fn run(args: &[OsString]) -> Result<i32, String> {
             libc::send(fd, [STARTED].as_ptr().cast(), 1, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT);
         }
     }
-    let code = supervise(pid, sfd, signal_fd);
+    let (code, signal_fd) = supervise(pid, sfd, signal_fd);
     if let Some(server) = notifier.flatten() {
         // Bounded: a record write stuck on a full pipe must not keep the sandbox alive.
         server.stop(std::time::Duration::from_secs(1));
@@ -366,6 +370,7 @@ fn run(args: &[OsString]) -> Result<i32, String> {
         await_children(sfd, std::time::Duration::from_secs(2));
     }
     drop(relays);
+    end_the_rest(signal_fd);
     Ok(code)
 }
 
@@ -662,8 +667,9 @@ fn status_code(status: i32) -> i32 {
     }
 }
 
-/// Relays signals and reaps until the task exits; returns its exit code.
-fn supervise(task: libc::pid_t, sfd: i32, mut signal_fd: Option<i32>) -> i32 {
+/// Relays signals and reaps until the task exits; returns its exit code, and the signal
+/// channel unless it was closed meanwhile.
+fn supervise(task: libc::pid_t, sfd: i32, mut signal_fd: Option<i32>) -> (i32, Option<i32>) {
     loop {
         let mut fds = [
             libc::pollfd { fd: sfd, events: libc::POLLIN, revents: 0 },
@@ -689,10 +695,10 @@ fn supervise(task: libc::pid_t, sfd: i32, mut signal_fd: Option<i32>) -> i32 {
             }
             if pid == task {
                 // Whatever the task left in its group goes with it; the rest of the pid
-                // namespace dies when we, its pid 1, exit.
+                // namespace is ended by `end_the_rest`, or dies when we, its pid 1, exit.
                 // SAFETY: signalling a process group we created.
                 unsafe { libc::kill(-task, libc::SIGKILL) };
-                return status_code(status);
+                return (status_code(status), signal_fd);
             }
         }
         if let Some(fd) = signal_fd
@@ -712,7 +718,7 @@ fn supervise(task: libc::pid_t, sfd: i32, mut signal_fd: Option<i32>) -> i32 {
                 // signal bwrap arranged did not arrive.
                 // SAFETY: signalling the task's process group.
                 unsafe { libc::kill(-task, libc::SIGKILL) };
-                return 128 + libc::SIGKILL;
+                return (128 + libc::SIGKILL, signal_fd);
             } else if n < 0 && !again {
                 // SAFETY: closing our own descriptor.
                 unsafe { libc::close(fd) };
@@ -726,6 +732,30 @@ fn supervise(task: libc::pid_t, sfd: i32, mut signal_fd: Option<i32>) -> i32 {
                 }
             }
         }
+    }
+}
+
+/// Once the task has exited and the supervisor is done (a tracer inside has written its
+/// last lines, the relays are stopped): kills what is left of the sandbox (as the kernel
+/// would when this process, its pid 1, exits), reaps it all, and tells the runner
+/// ([`EXITED`]).
+pub(crate) fn end_the_rest(signal_fd: Option<i32>) {
+    // SAFETY: kill with integers: every process of this pid namespace but us.
+    unsafe { libc::kill(-1, libc::SIGKILL) };
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid with a valid status pointer.
+        if unsafe { libc::waitpid(-1, &mut status, 0) } < 0
+            && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR)
+        {
+            break;
+        }
+    }
+    if let Some(fd) = signal_fd {
+        // SAFETY: sending one byte from a valid buffer, never blocking.
+        unsafe {
+            libc::send(fd, [EXITED].as_ptr().cast(), 1, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT)
+        };
     }
 }
 

@@ -29,6 +29,9 @@ use crate::runtime::runtime_dir::placeholders::Placeholders;
 
 /// The byte the supervisor sends up the signal channel once the task has started.
 pub const STARTED: u8 = crate::supervisor::STARTED;
+/// The byte the supervisor sends up the signal channel once the task has exited and nothing
+/// else of the sandbox runs.
+pub const EXITED: u8 = crate::supervisor::EXITED;
 /// The supervisor asks for a tracer (see `supervise::run_plan_attached`).
 pub const TRACE_ME: u8 = crate::supervisor::TRACE_ME;
 /// The answer once the tracer is attached.
@@ -41,8 +44,9 @@ pub struct Spawned {
     /// The child process (bwrap).
     pub child: SpawnedChild,
     /// The runner's end of the signal channel: one byte per polite signal down; one byte
-    /// ([`STARTED`]) up once the task has started. Dropping it tells the supervisor no more
-    /// signals will come.
+    /// ([`STARTED`]) up once the task has started, one ([`EXITED`]) once it has exited and
+    /// nothing else of the sandbox runs. Dropping it tells the supervisor no more signals
+    /// will come.
     pub signal_tx: Option<UnixStream>,
     /// Removes the placeholders on drop.
     pub placeholders: Placeholders,

@@ -264,6 +264,9 @@ fn run_plan_full(
     let mut timed_out = false;
     let mut started = spawned.signal_tx.is_none();
     let mut tracer_error = None;
+    // Removed once the supervisor says nothing of the sandbox runs any more
+    // ([`exec::EXITED`]), while the kernel tears its namespaces down; else once bwrap is gone.
+    let mut placeholders = Some(spawned.placeholders);
     let status = loop {
         let now = Instant::now();
         if kill_at.is_some_and(|k| now >= k) {
@@ -279,7 +282,9 @@ fn run_plan_full(
         let wait_ms = next.map_or(-1, |n| {
             i32::try_from(n.saturating_duration_since(now).as_millis()).unwrap_or(i32::MAX).max(1)
         });
-        let channel = spawned.signal_tx.as_ref().filter(|_| !started).map_or(-1, |c| c.as_raw_fd());
+        let listening = !started || placeholders.is_some();
+        let channel =
+            spawned.signal_tx.as_ref().filter(|_| listening).map_or(-1, |c| c.as_raw_fd());
         let mut fds = [
             libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: opts.control.read_fd(), events: libc::POLLIN, revents: 0 },
@@ -288,23 +293,24 @@ fn run_plan_full(
         // SAFETY: a valid array of three pollfd; a negative fd is ignored.
         unsafe { libc::poll(fds.as_mut_ptr(), 3, wait_ms) };
         if fds[2].revents != 0 {
-            match read_channel(&mut spawned.signal_tx) {
-                Channel::Started => started = true,
-                Channel::TraceMe(supervisor) => {
-                    let attached = match (tracer.as_mut(), supervisor) {
-                        (Some(attach), Some(pid)) => attach(pid),
-                        (None, _) => Err(crate::Error::run("nothing here attaches a tracer")),
-                        (_, None) => Err(crate::Error::run("the supervisor's pid is unknown")),
-                    };
-                    match attached {
-                        Ok(()) => polite(&mut spawned.signal_tx, i32::from(exec::TRACED)),
-                        Err(e) => {
-                            tracer_error = Some(format!("{e}"));
-                            pidfd_kill(&pidfd, libc::SIGKILL);
-                        }
+            let heard = read_channel(&mut spawned.signal_tx);
+            started |= heard.started;
+            if heard.exited {
+                drop(placeholders.take());
+            }
+            if let Some(supervisor) = heard.trace_me {
+                let attached = match (tracer.as_mut(), supervisor) {
+                    (Some(attach), Some(pid)) => attach(pid),
+                    (None, _) => Err(crate::Error::run("nothing here attaches a tracer")),
+                    (_, None) => Err(crate::Error::run("the supervisor's pid is unknown")),
+                };
+                match attached {
+                    Ok(()) => polite(&mut spawned.signal_tx, i32::from(exec::TRACED)),
+                    Err(e) => {
+                        tracer_error = Some(format!("{e}"));
+                        pidfd_kill(&pidfd, libc::SIGKILL);
                     }
                 }
-                Channel::Nothing => {}
             }
         }
         if fds[1].revents != 0 {
@@ -333,7 +339,7 @@ fn run_plan_full(
         }
     };
     if !started {
-        started = matches!(read_channel(&mut spawned.signal_tx), Channel::Started);
+        started = read_channel(&mut spawned.signal_tx).started;
     }
     drop(spawned.signal_tx.take());
     let duration = start.elapsed();
@@ -352,7 +358,7 @@ fn run_plan_full(
             Err(_) => break,
         }
     }
-    drop(spawned.placeholders);
+    drop(placeholders);
 
     let (raw, rusage) = status;
     let mut exit_code = if libc::WIFEXITED(raw) {
@@ -452,20 +458,22 @@ fn capture<R: Read + Send + 'static>(
     let _ = std::thread::Builder::new().name(name.into()).spawn(reader);
 }
 
-/// What the supervisor said up the channel.
-enum Channel {
-    /// [`exec::STARTED`]: the task runs.
-    Started,
+/// What the supervisor said up the channel in one read (its bytes may come together).
+#[derive(Debug, Default)]
+struct Heard {
     /// [`exec::TRACE_ME`], with the supervisor's pid in this namespace when the message
     /// carried credentials (`SO_PASSCRED` on our end).
-    TraceMe(Option<u32>),
-    Nothing,
+    trace_me: Option<Option<u32>>,
+    /// [`exec::STARTED`]: the task runs.
+    started: bool,
+    /// [`exec::EXITED`]: the task has exited and nothing else of the sandbox runs.
+    exited: bool,
 }
 
 /// Reads what the supervisor sent up the channel. A closed or failed channel is dropped.
-fn read_channel(channel: &mut Option<UnixStream>) -> Channel {
+fn read_channel(channel: &mut Option<UnixStream>) -> Heard {
     use nix::sys::socket::{ControlMessageOwned, MsgFlags, UnixCredentials, recvmsg};
-    let Some(c) = channel.as_mut() else { return Channel::Nothing };
+    let Some(c) = channel.as_mut() else { return Heard::default() };
     let mut buf = [0u8; 16];
     let mut space = nix::cmsg_space!(UnixCredentials);
     let mut iov = [std::io::IoSliceMut::new(&mut buf)];
@@ -481,11 +489,14 @@ fn read_channel(channel: &mut Option<UnixStream>) -> Channel {
     match got {
         Ok((0, _)) => {
             *channel = None;
-            Channel::Nothing
+            Heard::default()
         }
-        Ok((n, pid)) if buf[..n].contains(&exec::TRACE_ME) => Channel::TraceMe(pid),
-        Ok((n, _)) if buf[..n].contains(&exec::STARTED) => Channel::Started,
-        Ok(_) | Err(_) => Channel::Nothing,
+        Ok((n, pid)) => Heard {
+            trace_me: buf[..n].contains(&exec::TRACE_ME).then_some(pid),
+            started: buf[..n].contains(&exec::STARTED),
+            exited: buf[..n].contains(&exec::EXITED),
+        },
+        Err(_) => Heard::default(),
     }
 }
 

@@ -122,9 +122,10 @@ fn run(args: &[OsString]) -> Result<i32, String> {
         }
     };
     let (sfd, _mask) = super::sigchld_fd()?;
-    let code = supervise(task, sfd, args.signal_fd);
+    let (code, signal_fd) = supervise(task, sfd, args.signal_fd);
     // Bounded: a record write stuck on a full pipe must not keep the sandbox alive.
     server.stop(std::time::Duration::from_secs(1));
+    super::end_the_rest(signal_fd);
     Ok(code)
 }
 

@@ -54,6 +54,9 @@ mod constants {
     pub const EXIT_NOT_FOUND: i32 = 127;
     /// The byte sent up the signal channel once the task has been started.
     pub const STARTED: u8 = b'S';
+    /// The byte sent up the signal channel once the task has exited and every process of
+    /// the sandbox has been killed and reaped.
+    pub const EXITED: u8 = b'E';
     /// Where bwrap binds the masked file for the inner masks.
     pub const INNER_MASK_PATH: &core::ffi::CStr = c"/dev/.paddock-masked";
     /// The argument before `--payload-fd` in bwrap's command line.

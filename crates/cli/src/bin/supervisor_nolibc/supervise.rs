@@ -428,6 +428,17 @@ fn die(code: c_int, parts: &[&[u8]]) -> ! {
     sys::exit(code)
 }
 
+/// Once the task has exited: kills what is left of the sandbox (as the kernel would when
+/// this process, its pid 1, exits), reaps it all, and tells the runner ([`EXITED`]), which
+/// may then clean up while the kernel tears the namespaces down.
+fn end_the_rest(signal_fd: Option<c_int>) {
+    sys::kill(-1, libc::SIGKILL);
+    while sys::reap_waiting().is_ok() {}
+    if let Some(fd) = signal_fd {
+        sys::send_byte(fd, EXITED);
+    }
+}
+
 /// The exit code for a wait status: the task's, 128+N for signal N.
 pub fn status_code(status: c_int) -> c_int {
     if libc::WIFEXITED(status) {
@@ -478,9 +489,7 @@ fn supervise(
         // Reap everything reparented to us; return when the task itself is gone.
         while let Ok(Some((pid, status))) = sys::reap_any() {
             if pid == task {
-                // Whatever the task left in its group goes with it; the rest of the pid
-                // namespace dies when we, its pid 1, exit.
-                sys::kill(-task, libc::SIGKILL);
+                end_the_rest(signal_fd);
                 return Ok(status_code(status));
             }
         }

@@ -149,6 +149,17 @@ pub fn reap_any() -> Result<Option<(c_int, c_int)>, Errno> {
     Ok((pid != 0).then_some((pid as c_int, status)))
 }
 
+/// Waits for any child and reaps it (its pid): `Err(ECHILD)` once there is none left.
+pub fn reap_waiting() -> Result<c_int, Errno> {
+    let mut status: c_int = 0;
+    loop {
+        match call!(libc::SYS_wait4, -1isize, &raw mut status, 0, 0) {
+            Err(Errno(libc::EINTR)) => {}
+            other => return other.map(|pid| pid as c_int),
+        }
+    }
+}
+
 pub fn kill(pid: c_int, sig: c_int) {
     let _ = call!(libc::SYS_kill, pid as isize, sig);
 }

@@ -147,6 +147,7 @@ fn the_shared_constants_are_the_runners() {
     assert_eq!(EXIT_NOT_EXECUTABLE, full::EXIT_NOT_EXECUTABLE);
     assert_eq!(EXIT_NOT_FOUND, full::EXIT_NOT_FOUND);
     assert_eq!(STARTED, full::STARTED);
+    assert_eq!(EXITED, full::EXITED);
     assert_eq!(POLITE_SIGNALS, full::POLITE_SIGNALS);
     assert_eq!(PAYLOAD_VERSION, paddock_linux_bwrap::payload::PAYLOAD_VERSION);
     assert_eq!(SUPERVISE_SUBCOMMAND, paddock_linux_bwrap::SUPERVISE_SUBCOMMAND.as_bytes());
