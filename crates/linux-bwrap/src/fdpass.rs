@@ -43,27 +43,13 @@ fn message(iov: &mut libc::iovec, control: &mut Control, control_len: usize) -> 
 
 /// Sends `fd` over `sock` with one data byte. Returns the errno on failure. No allocation.
 pub fn send_fd(sock: i32, fd: i32) -> Result<(), i32> {
-    // SAFETY: `through_libc` makes the call it is given.
-    unsafe { send_fd_with(sock, fd, crate::vfork::through_libc) }
-}
-
-/// [`send_fd`] with every system call made by `sys`: a child running beside its parent
-/// passes `crate::vfork::raw::syscall`, which writes no errno.
-///
-/// # Safety
-/// `sys` must make system call `nr` with `args` as the kernel takes them.
-pub(crate) unsafe fn send_fd_with(
-    sock: i32,
-    fd: i32,
-    sys: crate::vfork::Syscall,
-) -> Result<(), i32> {
     let mut byte = [b'L'];
     let mut control = Control([0; 64]);
     let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
     // SAFETY: CMSG_SPACE(4) is well under the 64 bytes of `control`.
     let msg = message(&mut iov, &mut control, unsafe { libc::CMSG_SPACE(4) } as usize);
     // SAFETY: the message's pointers point into `byte`, `iov` and `control`, live stack
-    // buffers; the header written is within `control`; `sys` is the caller's promise.
+    // buffers; the header written is within `control`.
     unsafe {
         let cmsg = libc::CMSG_FIRSTHDR(&raw const msg);
         if cmsg.is_null() {
@@ -73,13 +59,13 @@ pub(crate) unsafe fn send_fd_with(
         (*cmsg).cmsg_type = libc::SCM_RIGHTS;
         (*cmsg).cmsg_len = libc::CMSG_LEN(4) as _;
         std::ptr::copy_nonoverlapping((&raw const fd).cast::<u8>(), libc::CMSG_DATA(cmsg), 4);
-        let args = [sock as usize, (&raw const msg) as usize, libc::MSG_NOSIGNAL as usize, 0, 0, 0];
         loop {
-            match sys(libc::SYS_sendmsg, args) {
-                1 => return Ok(()),
-                r if r == -(libc::EINTR as isize) => {}
-                r if r < 0 => return Err(i32::try_from(-r).unwrap_or(libc::EIO)),
-                _ => return Err(libc::EIO),
+            if libc::sendmsg(sock, &raw const msg, libc::MSG_NOSIGNAL) == 1 {
+                return Ok(());
+            }
+            let err = *libc::__errno_location();
+            if err != libc::EINTR {
+                return Err(err);
             }
         }
     }
@@ -88,18 +74,6 @@ pub(crate) unsafe fn send_fd_with(
 /// Receives a descriptor sent by [`send_fd`]. `Ok(None)`: the peer closed without sending
 /// (the child died before installing its filter).
 pub fn recv_fd(sock: i32) -> std::io::Result<Option<OwnedFd>> {
-    recv_fd_flags(sock, 0)
-}
-
-/// [`recv_fd`] without waiting: `Ok(None)` also when nothing was sent yet.
-pub fn recv_fd_now(sock: i32) -> std::io::Result<Option<OwnedFd>> {
-    match recv_fd_flags(sock, libc::MSG_DONTWAIT) {
-        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
-        other => other,
-    }
-}
-
-fn recv_fd_flags(sock: i32, flags: libc::c_int) -> std::io::Result<Option<OwnedFd>> {
     let mut byte = [0u8];
     let mut control = Control([0; 64]);
     let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
@@ -108,7 +82,7 @@ fn recv_fd_flags(sock: i32, flags: libc::c_int) -> std::io::Result<Option<OwnedF
     // SAFETY: as in `send_fd`; the received descriptor is taken into an OwnedFd once.
     unsafe {
         let n = loop {
-            let n = libc::recvmsg(sock, &raw mut msg, libc::MSG_CMSG_CLOEXEC | flags);
+            let n = libc::recvmsg(sock, &raw mut msg, libc::MSG_CMSG_CLOEXEC);
             if n >= 0 {
                 break n;
             }

@@ -17,10 +17,7 @@
 //!
 //! 1. [`open`] (in the runner) builds the tree, checks that `/dev/fuse` can be opened (so a
 //!    missing or unreadable device is a clear error before anything is spawned), creates
-//!    the mount point, and starts the serving thread, which waits for the device. The mount
-//!    point is the runtime base's `observe/`, shared by every run: each mounts there in a
-//!    private namespace of its own, so none sees another's and the host sees an empty
-//!    directory.
+//!    the mount point, and starts the serving thread, which waits for the device.
 //! 2. [`ObserverMount::enter`] (in the forked child, first thing in `pre_exec`) enters a
 //!    mount namespace of its own (and a user namespace mapping the runner's uid and gid to
 //!    themselves when not root), makes `/` recursively private, opens `/dev/fuse` there,
@@ -30,10 +27,6 @@
 //!    nested in that namespace: the mount is never in the host's mount table and needs
 //!    neither `fusermount3` nor `allow_other` (the daemon and the sandbox are the same
 //!    user, which is what the kernel checks without `allow_other`).
-//!
-//!    A bwrap started before its plan (`crate::runtime::prespawn`) has the observer mounted
-//!    by its child in the same way before the plan exists; the runner then hands the device
-//!    over ([`ObserverMount::hand_over`]) instead of mounting.
 //! 3. The serving thread answers requests until the kernel ends the connection, which it
 //!    does when the last process of the child's namespace is gone: the sandbox's exit, or
 //!    its death with the runner (`--die-with-parent`) after a `kill -9` of the runner, whose
@@ -58,7 +51,6 @@ use paddock_policy::ObserverPlan;
 
 use crate::Error;
 
-pub(crate) use mount::MountArgs;
 pub use mount::ObserverMount;
 use tree::Tree;
 

@@ -53,18 +53,9 @@ pub const NOTIFY_BPF_FD: i32 = 10;
 pub const NOTIFIER_EXE_FD: i32 = 11;
 /// The name, in the task's runtime dir, of the empty mode-0000 file bound over file anchors.
 pub const MASKED_FILE: &str = "masked";
-/// `--itemize observe`: the name, in the runtime base (the parent of every task's runtime
-/// dir), of the observer filesystem's mount point. Every run of the base mounts its own
-/// observer there, each in a private mount namespace (its bwrap's): none sees another's, the
-/// host sees an empty directory, and a bwrap started before its plan exists can have it
-/// mounted then (`crate::runtime::prespawn`).
+/// `--itemize observe`: the name, in the task's runtime dir, of the observer filesystem's
+/// mount point.
 pub(crate) const OBSERVER_DIR: &str = "observe";
-
-/// The observer's mount point of a task whose runtime dir is `runtime_dir`
-/// ([`OBSERVER_DIR`] in its parent).
-pub(crate) fn observer_mount_dir(runtime_dir: &AbsPathBuf) -> AbsPathBuf {
-    runtime_dir.parent().unwrap_or_else(|| runtime_dir.clone()).join(OBSERVER_DIR)
-}
 /// Where the supervisor binary is bound inside the sandbox.
 pub const SUPERVISOR_PATH: &str = "/dev/.paddock-supervisor";
 /// Where bwrap binds the empty masked file for the supervisor's inner masks
@@ -206,7 +197,7 @@ impl Backend for LinuxBwrap {
             supervisor_src,
             supervisor_dest: ops::abs(SUPERVISOR_PATH),
             masked_file: task.runtime_dir.join(MASKED_FILE),
-            observer_dir: task.observe.then(|| observer_mount_dir(&task.runtime_dir)),
+            observer_dir: task.observe.then(|| task.runtime_dir.join(OBSERVER_DIR)),
             runtime_base: task.runtime_dir.parent(),
         };
         let ops::MountOps { ops: mounts, uses_masked, observed, observed_files } =

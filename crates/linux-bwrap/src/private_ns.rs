@@ -106,7 +106,10 @@ impl PrivateNamespace {
     ///
     /// # Safety
     /// `sys` must make system call `nr` with `args` as the kernel takes them.
-    pub(crate) unsafe fn enter_with(&self, sys: crate::vfork::Syscall) -> Result<(), i32> {
+    pub(crate) unsafe fn enter_with(
+        &self,
+        sys: unsafe fn(libc::c_long, [usize; 6]) -> isize,
+    ) -> Result<(), i32> {
         // Every call gets integers, or NUL-terminated strings and buffers of this namespace's,
         // valid for the lengths passed.
         let call = |nr: libc::c_long, args: [usize; 6]| -> Result<usize, i32> {

@@ -556,11 +556,11 @@ fn observe_mode_binds_the_observer_over_directory_anchors() {
         --cap-add CAP_SETPCAP
         --ro-bind / /
         --dev /dev
-        --bind /run/user/1000/paddock/observe/a0 /home/u
+        --bind /run/user/1000/paddock/t1/observe/a0 /home/u
         --bind /home/u/.cache/tool /home/u/.cache/tool
         --ro-bind /home/u/.config/git/config /home/u/.config/git/config
-        --ro-bind /run/user/1000/paddock/observe/f0 /home/u/.netrc
-        --bind /run/user/1000/paddock/observe/a1 /home/u/.ssh
+        --ro-bind /run/user/1000/paddock/t1/observe/f0 /home/u/.netrc
+        --bind /run/user/1000/paddock/t1/observe/a1 /home/u/.ssh
         --ro-bind /home/u/.ssh/known_hosts /home/u/.ssh/known_hosts
         --bind /home/u/proj /home/u/proj
         --proc /proc
@@ -577,7 +577,7 @@ fn observe_mode_binds_the_observer_over_directory_anchors() {
     let observer = serde_json::to_string_pretty(&plan.observer).unwrap();
     expect![[r#"
         {
-          "mount-dir": "/run/user/1000/paddock/observe",
+          "mount-dir": "/run/user/1000/paddock/t1/observe",
           "anchors": [
             {
               "path": "/home/u",
@@ -644,7 +644,7 @@ fn observe_mode_without_anchors_still_has_the_record_fd() {
     let observer = plan.observer.expect("an observer plan whenever the task observes");
     assert!(observer.anchors.is_empty());
     assert_eq!(observer.record_fd, crate::RECORD_FD);
-    assert_eq!(observer.mount_dir, abs("/run/user/1000/paddock/observe"));
+    assert_eq!(observer.mount_dir, abs("/run/user/1000/paddock/t1/observe"));
     assert!(LinuxBwrap.plan(&p, &task(), &facts()).unwrap().observer.is_none());
 }
 

@@ -152,26 +152,6 @@ pub fn spawn_beside<F: FnOnce() -> libc::c_int + Send + 'static>(
     Ok(Beside { pid, running, _stack: stack, _child: slot })
 }
 
-/// A system call as a child before its `execve` makes it: number, six arguments, the
-/// kernel's result (-errno on failure). [`raw::syscall`] where the child shares its parent's
-/// errno, [`through_libc`] where it may write its own.
-pub type Syscall = unsafe fn(libc::c_long, [usize; 6]) -> isize;
-
-/// A [`Syscall`] through the C library's `syscall` (which writes errno), turned into the
-/// kernel's convention.
-///
-/// # Safety
-/// The arguments must be what call `nr` takes: pointers valid for what it reads and writes.
-pub unsafe fn through_libc(nr: libc::c_long, a: [usize; 6]) -> isize {
-    // SAFETY: the caller's.
-    let r = unsafe { libc::syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]) };
-    if r < 0 {
-        -(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO) as isize)
-    } else {
-        r as isize
-    }
-}
-
 /// System calls without the C library, for a child running beside its parent in shared
 /// memory ([`spawn_beside`]): libc's wrappers write errno, which is the parent's.
 #[cfg(target_arch = "x86_64")]

@@ -13,13 +13,11 @@
 //!
 //! A run itemized by the observers gets a bwrap waiting in a private mount namespace (and a
 //! user namespace mapping the runner's ids, when not root) that the child makes before it
-//! executes bwrap, with the record pipe at [`RECORD_FD`]. The child also mounts the
-//! observer's FUSE filesystem there, on the runtime base's mount point, and sends the device
-//! up (`early_observer`); once planned, the runner hands it to the run's serving thread.
-//! What only the plan says (the self mounts, or the observer when the child could not mount
-//! it) is made by a short-lived `vfork` child that joins that namespace (`setns`; the
-//! runner has threads, which `setns` of a user namespace refuses). bwrap then reads its
-//! setup and nests its own namespaces in that one, as it would have.
+//! executes bwrap, with the record pipe at [`RECORD_FD`]: once planned, a short-lived
+//! `vfork` child joins that namespace (`setns`; the runner has threads, which `setns` of a
+//! user namespace refuses) and makes there what the child of an unprepared spawn makes
+//! before it executes bwrap: the observer's FUSE mount and the self mounts. bwrap then
+//! reads its setup and nests its own namespaces in that one, as it would have.
 //!
 //! A plan that needs anything else (a tracer around bwrap, inherited channels, other
 //! streams, the observers when the waiting bwrap was not started for them, or the other way
@@ -39,8 +37,6 @@
 //! short: the supervisor's bind is the last of them, and bwrap's command is the supervisor,
 //! so nothing runs (and the supervisor refuses to run anything unless it is the sandbox's
 //! pid 1). Arguments up to the pipe's capacity are written with one `write`.
-
-mod early_observer;
 
 use std::fs::File;
 use std::io::{Seek, SeekFrom, Write};
@@ -123,7 +119,7 @@ pub struct Prespawned {
     /// fewer CPUs.
     affinity: Option<libc::cpu_set_t>,
     /// For an observed run: the private namespace bwrap waits in, where the observer is
-    /// mounted ([`Prespawned::start_observed`]).
+    /// mounted once planned ([`Prespawned::start_observed`]).
     namespace: Option<crate::private_ns::PrivateNamespace>,
     /// For an observed run: the record pipe, whose write end bwrap has at [`RECORD_FD`]
     /// (read end, write end), until the run takes it ([`PrespawnSlot::take_record_for`]).
@@ -136,9 +132,6 @@ pub struct Prespawned {
     notifier: Option<(std::path::PathBuf, OwnedFd)>,
     /// Where the task's standard streams go: bwrap has them already.
     output: Output,
-    /// For an observed run: the observer the child mounted in bwrap's namespace before it
-    /// executed bwrap, handed to the run's serving thread once planned.
-    early_observer: Option<early_observer::EarlyObserver>,
 }
 
 impl std::fmt::Debug for Prespawned {
@@ -226,11 +219,8 @@ impl Prespawned {
         pairs.push((theirs.as_raw_fd(), SIGNAL_FD));
         keep.push(OwnedFd::from(theirs));
         let max_target = pairs.iter().map(|p| p.1).max().unwrap_or(2);
-        let (early_observer, observer_mount) =
-            namespace.as_ref().and_then(|_| early_observer::prepare()).unzip();
-        let (starting, affinity) =
-            spawn_elsewhere(bwrap, &pairs, max_target, namespace.clone(), observer_mount)
-                .with_context(|| format!("cannot start {}", bwrap))?;
+        let (starting, affinity) = spawn_elsewhere(bwrap, &pairs, max_target, namespace.clone())
+            .with_context(|| format!("cannot start {}", bwrap))?;
         // The child has copies of its own.
         drop(keep);
         let child =
@@ -248,7 +238,6 @@ impl Prespawned {
             record_taken: false,
             notifier,
             output,
-            early_observer,
         })
     }
 
@@ -367,19 +356,11 @@ impl Prespawned {
         if !self.started() {
             bail!("{} did not start", self.program);
         }
-        // Before bwrap can read its setup: what it binds from the observer must be there,
-        // mounted by the child before it executed bwrap, or else now.
-        let spawn_error =
-            |source| crate::Error::Spawn { program: self.program.as_path().to_path_buf(), source };
-        let observer = match (observer, self.early_observer.take()) {
-            (Some(observer), Some(early)) => {
-                (!early.hand_to(observer).map_err(spawn_error)?).then_some(observer)
-            }
-            (observer, _) => observer,
-        };
-        if observer.is_some() || !self_mounts.is_empty() {
-            self.mount_in_namespace(observer, self_mounts).map_err(spawn_error)?;
-        }
+        // Before bwrap can read its setup: what it binds from the observer must be there.
+        self.mount_in_namespace(observer, self_mounts).map_err(|source| crate::Error::Spawn {
+            program: self.program.as_path().to_path_buf(),
+            source,
+        })?;
         for payload in &plan.payloads {
             if payload.fd == ARGS_FD {
                 continue;
@@ -471,8 +452,6 @@ struct ChildSetup {
     others: Option<libc::cpu_set_t>,
     /// The namespace the child enters before it executes bwrap (an observed run's).
     namespace: Option<crate::private_ns::PrivateNamespace>,
-    /// The observer the child mounts there (an observed run's).
-    observer_mount: Option<early_observer::ChildMount>,
     /// The errno of the child's `execve`, once it failed.
     failed: std::sync::atomic::AtomicI32,
 }
@@ -502,7 +481,12 @@ unsafe fn sys(nr: libc::c_long, a: [usize; 6]) -> isize {
     #[cfg(not(target_arch = "x86_64"))]
     {
         // SAFETY: the caller's.
-        unsafe { crate::vfork::through_libc(nr, a) }
+        let r = unsafe { libc::syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]) };
+        if r < 0 {
+            -(std::io::Error::last_os_error().raw_os_error().unwrap_or(0) as isize)
+        } else {
+            r as isize
+        }
     }
 }
 
@@ -537,9 +521,6 @@ impl ChildSetup {
             {
                 self.failed.store(errno, Ordering::Release);
                 sys(libc::SYS_exit_group, [127, 0, 0, 0, 0, 0]);
-            }
-            if let Some(observer) = &self.observer_mount {
-                observer.mount(sys);
             }
             sys(libc::SYS_setpgid, [0; 6]);
             let mut ok = sys(libc::SYS_chdir, [c"/".as_ptr() as usize, 0, 0, 0, 0, 0]) == 0;
@@ -585,7 +566,6 @@ fn spawn_elsewhere(
     pairs: &[(RawFd, RawFd)],
     max_target: RawFd,
     namespace: Option<crate::private_ns::PrivateNamespace>,
-    observer_mount: Option<early_observer::ChildMount>,
 ) -> Result<(Starting, Option<libc::cpu_set_t>)> {
     use std::ffi::CString;
     use std::os::unix::ffi::OsStrExt;
@@ -626,7 +606,6 @@ fn spawn_elsewhere(
         targets,
         others,
         namespace,
-        observer_mount,
         failed: std::sync::atomic::AtomicI32::new(0),
     });
 

@@ -121,9 +121,9 @@ pub const POOL_DIR: &str = "pool";
 const POOLED_FILES: [&str; 2] =
     [LOCK_FILE, crate::runtime::runtime_dir::placeholders::MANIFEST_ASIDE];
 
-/// The empty directories a pooled runtime dir may keep: the observer's mount point, which
-/// runtime dirs held before it moved to the runtime base ([`crate::plan::OBSERVER_DIR`]);
-/// such a dir is taken from the pool like any other, not removed.
+/// The empty directories a pooled runtime dir keeps: the observer's mount point (on the
+/// host it is an empty directory: the mount is in the sandbox's namespace). Removing it cost
+/// an observed run 0.4 ms on ext4 mounted with `discard`.
 const POOLED_DIRS: [&str; 1] = [crate::plan::OBSERVER_DIR];
 
 /// Whether `entry` of a runtime dir is kept in the pool: one of [`POOLED_FILES`], a regular
@@ -373,7 +373,6 @@ fn run_state(entry: &std::fs::DirEntry) -> RunState {
         || entry.file_name() == POOL_DIR
         || entry.file_name() == crate::runtime::walk::cache::WALKS_DIR
         || entry.file_name() == crate::runtime::exec_only::EXEC_ONLY_DIR
-        || entry.file_name() == crate::plan::OBSERVER_DIR
     {
         return RunState::Other;
     }

@@ -92,7 +92,7 @@ pub(super) fn observer_records_hidden_lookups_listings_and_writes() {
          {exe} __probe ls {home}/proj; \
          {exe} __probe ls {mount_dir}; \
          test -e {home}/.{marker}; sleep 1.5; : {marker}",
-        mount_dir = runtime.path().parent().unwrap().join("observe"),
+        mount_dir = runtime.path().join("observe"),
     );
     let plan = observe_plan(&s, runtime.path().as_path(), &script);
     let observer = plan.observer.clone().expect("an observer plan");

@@ -105,67 +105,6 @@ fn an_observed_prespawn_waits_in_a_namespace_of_its_own_where_the_mounts_are_mad
 }
 
 #[test]
-fn an_observed_prespawn_has_the_observer_mounted_before_the_plan_and_hands_its_device_over() {
-    let Some(bwrap) = installed_bwrap() else { return };
-    let mut pre = Prespawned::start_observed(&bwrap).unwrap();
-    if !pre.started() {
-        paddock_test_support::skip("no private namespace for a prespawned bwrap", None);
-        return;
-    }
-    let pid = pre.child.as_ref().unwrap().pid;
-    let mount_dir = crate::runtime::runtime_dir::base().join(crate::plan::OBSERVER_DIR);
-    let fuse_at = |who: &str| {
-        std::fs::read_to_string(format!("/proc/{who}/mountinfo"))
-            .unwrap()
-            .lines()
-            .any(|l| l.split(' ').nth(4) == mount_dir.to_str() && l.contains(" - fuse paddock "))
-    };
-    // Mounted by the child, in bwrap's namespace only, before anything was planned.
-    assert!(fuse_at(&pid.to_string()), "the observer is mounted where bwrap waits");
-    assert!(!fuse_at("self"), "and not here");
-    // An observer of the runtime base's mount point takes the device instead of mounting.
-    let plan = paddock_policy::ObserverPlan {
-        mount_dir: AbsPathBuf::new_lexical(&mount_dir).unwrap(),
-        anchors: Vec::new(),
-        files: Vec::new(),
-        record_fd: RECORD_FD,
-    };
-    let (mount, server) = crate::observe_fs::open(&plan).unwrap();
-    let early = pre.early_observer.take().expect("an early observer");
-    assert!(early.hand_to(&mount).unwrap(), "the device was handed over");
-    // The serving thread has it: it ends when the connection does, with bwrap.
-    drop(pre);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while !server.is_finished() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    assert!(server.is_finished(), "served the device, whose connection ended with bwrap");
-}
-
-#[test]
-fn an_observer_mounted_elsewhere_is_not_handed_the_early_device() {
-    let Some(bwrap) = installed_bwrap() else { return };
-    let mut pre = Prespawned::start_observed(&bwrap).unwrap();
-    if !pre.started() {
-        paddock_test_support::skip("no private namespace for a prespawned bwrap", None);
-        return;
-    }
-    let dir = std::env::temp_dir().join(format!("paddock-early-elsewhere-{}", std::process::id()));
-    let plan = paddock_policy::ObserverPlan {
-        mount_dir: AbsPathBuf::new_lexical(&dir).unwrap(),
-        anchors: Vec::new(),
-        files: Vec::new(),
-        record_fd: RECORD_FD,
-    };
-    let (mount, server) = crate::observe_fs::open(&plan).unwrap();
-    let early = pre.early_observer.take().expect("an early observer");
-    assert!(!early.hand_to(&mount).unwrap(), "another mount point is mounted as before");
-    drop(pre);
-    assert!(server.finish().is_empty());
-    std::fs::remove_dir(&dir).unwrap();
-}
-
-#[test]
 fn an_observed_prespawn_holds_the_notifiers_copy_and_takes_a_plan_without_libc() {
     use crate::runtime::exec::{SpawnShape, Waiting};
     let Some(bwrap) = installed_bwrap() else { return };
