@@ -379,7 +379,11 @@ fn start(kind: PrespawnKind, bwrap: &AbsPathBuf) -> Option<Prespawned> {
     let inherit = paddock_linux_bwrap::runtime::exec::Output::INHERIT;
     let notifier =
         kind.observed().then(paddock_linux_bwrap::probe::notifier_beside_this_process).flatten();
-    Prespawned::start_for(bwrap, kind.observed(), inherit, notifier.as_deref()).ok()
+    let mut pre =
+        Prespawned::start_for(bwrap, kind.observed(), inherit, notifier.as_deref()).ok()?;
+    // This process is all the runner's.
+    pre.keep_runner_off_bwraps_cpus();
+    Some(pre)
 }
 
 /// The itemizing mode a raw `paddock run` command line asks for (see [`prespawn_early`]),

@@ -132,6 +132,9 @@ pub struct Prespawned {
     notifier: Option<(std::path::PathBuf, OwnedFd)>,
     /// Where the task's standard streams go: bwrap has them already.
     output: Output,
+    /// Whether this process's threads are kept on the runner's CPU until bwrap gets its
+    /// setup ([`Prespawned::keep_runner_off_bwraps_cpus`]).
+    runner_pinned: bool,
 }
 
 impl std::fmt::Debug for Prespawned {
@@ -238,7 +241,43 @@ impl Prespawned {
             record_taken: false,
             notifier,
             output,
+            runner_pinned: false,
         })
+    }
+
+    /// For a process that is all the runner's (the `paddock` binary, not a library caller):
+    /// keeps this thread, and every thread it starts meanwhile, on the CPU it runs on until
+    /// bwrap gets its setup, so that what the runner starts for the run (the observer's
+    /// threads, the child mounting in bwrap's namespace) leaves bwrap's start-up the CPUs
+    /// bwrap was moved to. Then every thread of the process gets back the affinity the runner
+    /// had (the threads started meanwhile inherited this one's). Nothing when bwrap was not
+    /// moved (one CPU).
+    pub fn keep_runner_off_bwraps_cpus(&mut self) {
+        if self.affinity.is_none() || self.runner_pinned {
+            return;
+        }
+        // SAFETY: an all-zero cpu_set_t is the empty set; sched_getcpu has no arguments and
+        // sched_setaffinity gets a valid set of its size, for this thread.
+        unsafe {
+            let Ok(cpu) = usize::try_from(libc::sched_getcpu()) else { return };
+            let mut here: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut here);
+            self.runner_pinned =
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &here) == 0;
+        }
+    }
+
+    /// Gives every thread of this process the runner's affinity back
+    /// ([`Prespawned::keep_runner_off_bwraps_cpus`]).
+    fn release_runner(&mut self) {
+        let Some(set) = self.affinity.as_ref().filter(|_| self.runner_pinned) else { return };
+        self.runner_pinned = false;
+        let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return };
+        for tid in tasks.flatten().filter_map(|t| t.file_name().to_str()?.parse::<i32>().ok()) {
+            // SAFETY: sched_setaffinity with a valid set of its size; a thread that ended
+            // meanwhile fails with ESRCH, which is fine.
+            unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), set) };
+        }
     }
 
     /// Whether it waits for an observed run ([`Prespawned::start_observed`]).
@@ -373,6 +412,7 @@ impl Prespawned {
                     .with_context(|| format!("cannot prepare the {} payload", payload.name))?;
             }
         }
+        self.release_runner();
         if let (Some(set), Some(child)) = (&self.affinity, &self.child) {
             // bwrap waits for its setup: it forks the sandbox once it has read it.
             // SAFETY: sched_setaffinity on our own child with a valid set.
@@ -391,6 +431,7 @@ impl Prespawned {
 
 impl Drop for Prespawned {
     fn drop(&mut self) {
+        self.release_runner();
         // Its memory is ours until it has executed.
         if let Some(starting) = self.starting.take() {
             let _ = starting.executed();

@@ -58,6 +58,44 @@ fn a_prespawned_bwrap_waits_and_is_killed_when_dropped() {
     assert_ne!(unsafe { libc::kill(pid, 0) }, 0, "killed and reaped");
 }
 
+/// The CPUs a thread of this process may run on (`Cpus_allowed_list`).
+fn cpus_of(tid: &str) -> String {
+    let status = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).unwrap();
+    status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).unwrap().trim().to_owned()
+}
+
+#[test]
+fn the_runner_kept_off_bwraps_cpus_gets_them_back_with_every_thread_it_started() {
+    let Some(bwrap) = installed_bwrap() else { return };
+    let mut pre = Prespawned::start(&bwrap).unwrap();
+    if pre.affinity.is_none() {
+        paddock_test_support::skip("one CPU here: bwrap is not moved, nor the runner kept", None);
+        return;
+    }
+    // SAFETY: gettid has no arguments.
+    let me = unsafe { libc::gettid() }.to_string();
+    let all = cpus_of(&me);
+    pre.keep_runner_off_bwraps_cpus();
+    assert!(pre.runner_pinned);
+    let kept = cpus_of(&me);
+    assert!(!kept.contains([',', '-']), "one CPU: {kept} (of {all})");
+    // A thread started meanwhile inherits it, and gets the whole set back too.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        // SAFETY: gettid has no arguments.
+        tx.send(unsafe { libc::gettid() }.to_string()).unwrap();
+        let _ = done_rx.recv();
+    });
+    let other = rx.recv().unwrap();
+    assert_eq!(cpus_of(&other), kept);
+    drop(pre);
+    assert_eq!(cpus_of(&me), all, "this thread");
+    assert_eq!(cpus_of(&other), all, "the thread started meanwhile");
+    drop(done_tx);
+    thread.join().unwrap();
+}
+
 #[test]
 fn an_observed_prespawn_waits_in_a_namespace_of_its_own_where_the_mounts_are_made() {
     let Some(bwrap) = installed_bwrap() else { return };
