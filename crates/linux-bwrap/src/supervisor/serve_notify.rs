@@ -17,7 +17,7 @@
 //!
 //! A notified call waits meanwhile (the kernel holds it until answered). This process
 //! serves the listener on a thread (`notify::serve`), relays polite signals and reaps until
-//! the task exits, as [`super::supervise`] does, and exits with its status. Everything before
+//! the task exits, as `super::reap::supervise` does, and exits with its status. Everything before
 //! the task's start (the payload, the inner mounts, the capabilities, the mount identities,
 //! the `STARTED` byte) was done by the supervisor it replaces.
 //!
@@ -27,7 +27,8 @@
 
 use std::ffi::OsString;
 
-use super::{EXIT_SUPERVISOR, inherited, same_version, supervise};
+use super::reap::{end_the_rest, supervise};
+use super::{EXIT_SUPERVISOR, inherited, same_version};
 use crate::notify;
 
 use crate::SERVE_NOTIFY_SUBCOMMAND;
@@ -125,7 +126,7 @@ fn run(args: &[OsString]) -> Result<i32, String> {
     let (code, signal_fd) = supervise(task, sfd, args.signal_fd);
     // Bounded: a record write stuck on a full pipe must not keep the sandbox alive.
     server.stop(std::time::Duration::from_secs(1));
-    super::end_the_rest(signal_fd);
+    end_the_rest(signal_fd);
     Ok(code)
 }
 
