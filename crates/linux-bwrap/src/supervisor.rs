@@ -51,7 +51,7 @@ mod reap;
 mod serve_notify;
 mod tracer;
 
-pub use reap::POLITE_SIGNALS;
+pub use reap::{POLITE_SIGNALS, status_code};
 use reap::{await_children, end_the_rest, kill_all_but_strace, supervise};
 
 pub(crate) use serve_notify::main_from_args as serve_notify_main;

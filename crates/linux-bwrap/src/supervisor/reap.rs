@@ -60,7 +60,10 @@ pub(super) fn await_children(sfd: i32, limit: std::time::Duration) {
     }
 }
 
-pub(super) fn status_code(status: i32) -> i32 {
+/// The exit code for a wait status: the task's, 128+N for signal N
+/// ([`EXIT_SUPERVISOR`] for anything else). `paddock-supervisor-nolibc` has its own copy,
+/// checked against this one by its tests.
+pub fn status_code(status: i32) -> i32 {
     if libc::WIFEXITED(status) {
         libc::WEXITSTATUS(status)
     } else if libc::WIFSIGNALED(status) {

@@ -162,6 +162,10 @@ fn the_shared_constants_are_the_runners() {
 
 #[test]
 fn exit_codes_follow_the_shell() {
+    for status in [0, 3 << 8, 255 << 8, libc::SIGKILL, libc::SIGTERM | 0x80, 0x7f, 0x137f] {
+        let full = paddock_linux_bwrap::supervisor::status_code(status);
+        assert_eq!(crate::supervise::status_code(status), full, "{status:#x}");
+    }
     assert_eq!(crate::supervise::status_code(3 << 8), 3);
     assert_eq!(crate::supervise::status_code(libc::SIGKILL), 137);
 }
