@@ -293,7 +293,7 @@ fn make_mount_points(
 }
 
 fn spawn(root: &Path) -> Result<()> {
-    let paddock = crate::build_release(root)?;
+    let paddock = crate::build::release(root)?;
     let project = std::env::temp_dir().join("paddock-bench-project");
     let baseline = std::env::temp_dir().join("paddock-bench-baseline");
     std::fs::create_dir_all(&project)?;
@@ -389,7 +389,8 @@ fn spawn(root: &Path) -> Result<()> {
     };
     run(cargo().args(["build", "--release", "-p", "paddock", "--example", "spawn_timing"]))?;
     let example = crate::target_dir(root).join("release/examples/spawn_timing");
-    let supervisor = crate::target_dir(root).join("release/paddock-supervisor");
+    // The shipped supervisor (`build.rs`), as an installed library user would point to.
+    let supervisor = paddock.with_file_name("paddock-supervisor");
     let (cold, warm) = library_rounds(&example, &supervisor, &project)?;
     let prewarmed = prewarmed_rounds(&example, &supervisor, &project)?;
     let _ = std::fs::remove_dir_all(&big);

@@ -2,7 +2,7 @@
 //! (default: `dist/` in cargo's target directory):
 //!
 //! - `bin/`: `paddock` and its supervisors, `paddock-supervisor` and
-//!   `paddock-supervisor-nolibc`, from the release build ([`crate::build_release`]); they
+//!   `paddock-supervisor-nolibc`, from the release build ([`crate::build::release`]); they
 //!   stay together, since `paddock` looks for its supervisors next to itself;
 //! - `completions/`: completions for bash, zsh, fish, elvish and PowerShell;
 //! - `man/`: the manual pages, `paddock.1` and one per subcommand (`paddock-run.1`, ...).
@@ -41,7 +41,7 @@ pub fn dist(root: &Path, cwd: &Path, args: &[String]) -> Result<()> {
         [arg] if arg.starts_with("--out=") => cwd.join(&arg["--out=".len()..]),
         _ => bail!("usage: cargo xtask dist [--out DIR]"),
     };
-    let paddock = crate::build_release(root)?;
+    let paddock = crate::build::release(root)?;
     let release = paddock.parent().context("the release build has no directory")?;
     let mut written = copy_binaries(release, &out.join("bin"))?;
     written.extend(write_docs(&out)?);

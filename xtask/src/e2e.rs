@@ -117,13 +117,21 @@ const STRACE_PATHS: &[&str] = &["/usr/bin/strace", "/usr/local/bin/strace", "/bi
 /// Builds the suite and runs it once per entry of `runs`; every run must pass.
 pub fn matrix(root: &Path, runs: &[SuiteRun]) -> Result<()> {
     run(cargo().args(["build", "-p", "paddock", "-p", "paddock-tests"]))?;
-    // These runs start a static paddock, the static supervisor and, for untraced runs, the
-    // one without a C library (as a release build does); the test run before them had them
-    // dynamic, and the unprivileged runs stage `paddock` alone, which then re-executes
-    // itself as the supervisor.
-    crate::static_paddock(false);
-    crate::static_supervisor(false);
-    crate::nolibc_supervisor(false);
+    // These runs start the binaries as they ship (see `build.rs`: built for musl, or a
+    // static glibc's), with the supervisor for untraced runs without a C library; the test
+    // run before them had them dynamic, for glibc. The unprivileged runs stage `paddock`
+    // alone, which then re-executes itself as the supervisor.
+    let bins = match crate::build::musl(root, false)? {
+        Some(dir) => dir,
+        None => {
+            crate::build::static_paddock(false);
+            crate::build::static_supervisor(false);
+            crate::build::nolibc_supervisor(false, None);
+            target_dir(root).join("debug")
+        }
+    };
+    let paddock = bins.join("paddock");
+    eprintln!("xtask: the e2e runs start {}", paddock.display());
     let exe = suite_binary()?;
     let mut staged: Option<PathBuf> = None;
     // `XTASK_E2E_ONLY=unprivileged` (say) runs only the runs whose name contains it.
@@ -151,7 +159,7 @@ pub fn matrix(root: &Path, runs: &[SuiteRun]) -> Result<()> {
             let stage = match &staged {
                 Some(s) => s.clone(),
                 None => {
-                    let s = stage(root, &exe)?;
+                    let s = stage(root, &exe, &paddock)?;
                     staged = Some(s.clone());
                     s
                 }
@@ -212,6 +220,7 @@ pub fn matrix(root: &Path, runs: &[SuiteRun]) -> Result<()> {
         };
         if !r.unprivileged {
             cmd.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+            cmd.env("PADDOCK_BIN", &paddock);
         }
         // Not under /tmp: every task gets a private /tmp, where the probe would be invisible.
         cmd.current_dir(if r.unprivileged { PathBuf::from("/tmp") } else { root.join("tests") });
@@ -249,8 +258,9 @@ pub fn suite_binary_with(args: &[&str], env: &[(String, String)]) -> Result<Path
         .context("cannot find the e2e test binary")
 }
 
-/// Creates the test user if needed and copies the binaries where it can read them.
-fn stage(root: &Path, exe: &Path) -> Result<PathBuf> {
+/// Creates the test user if needed and copies the binaries (the suite `exe`, `paddock` and
+/// the probe) where it can read them.
+fn stage(root: &Path, exe: &Path, paddock: &Path) -> Result<PathBuf> {
     let exists = Command::new("id").arg(TEST_USER).output().is_ok_and(|o| o.status.success());
     if !exists {
         run(Command::new("useradd").args(["--create-home", "--shell", "/bin/sh", TEST_USER]))?;
@@ -260,7 +270,7 @@ fn stage(root: &Path, exe: &Path) -> Result<PathBuf> {
     std::fs::create_dir_all(&stage)?;
     for (src, name) in [
         (exe.to_path_buf(), "e2e"),
-        (target_dir(root).join("debug/paddock"), "paddock"),
+        (paddock.to_path_buf(), "paddock"),
         (target_dir(root).join("debug/paddock-probe"), "paddock-probe"),
     ] {
         std::fs::copy(&src, stage.join(name))

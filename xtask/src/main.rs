@@ -6,8 +6,9 @@
 //! - `test-linux`: the end-to-end suite as root and as an unprivileged user, itemizing with
 //!   the observers (also with strace hidden) and with strace.
 //! - `test-macos`: the end-to-end suite against sandbox-exec (on macOS only).
-//! - `build`: a release build: `paddock` and `paddock-supervisor` linked statically, and
-//!   `paddock-supervisor-nolibc` without a C library (see [`build_release`]).
+//! - `build`: the binaries as they ship: `paddock` and `paddock-supervisor` built for musl
+//!   (or linked statically with glibc), `paddock-supervisor-nolibc` without a C library
+//!   (see `build.rs`).
 //! - `bench spawn`: `paddock run -- true` against bare bwrap and bare `true`.
 //! - `bench trace`: what itemizing costs (untraced, the observers, strace, plain strace) on six
 //!   workloads, three open-heavy, a tiny `cargo check` and two write-heavy.
@@ -26,6 +27,7 @@
 #![allow(clippy::disallowed_methods)]
 
 mod bench;
+mod build;
 #[cfg(target_os = "linux")]
 mod container;
 /// Containers are Linux's: elsewhere each entry point says so.
@@ -94,7 +96,7 @@ fn run_xtask() -> Result<()> {
         Some("test-macos") => test_macos(),
         Some("demo") => demo(&root, &args[1..]),
         Some("build") => {
-            build_release(&root).map(|exe| eprintln!("xtask: built {}", exe.display()))
+            build::release(&root).map(|exe| eprintln!("xtask: built {}", exe.display()))
         }
         Some("dist") => dist::dist(&root, &cwd, &args[1..]),
         Some("bench") => bench::run_bench(&root, args.get(1).map(String::as_str)),
@@ -118,103 +120,6 @@ fn project_root() -> PathBuf {
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."))
-}
-
-/// Builds `paddock` (release, linked statically: [`static_paddock`]) and, next to it,
-/// `paddock-supervisor` linked statically and `paddock-supervisor-nolibc` without a C library
-/// ([`nolibc_supervisor`]); returns `paddock`'s path.
-///
-/// The supervisor starts inside every sandbox, so its start-up is on every task's path: a
-/// static binary starts without the dynamic loader's work (about 0.4 ms less per run here).
-/// Cargo cannot make one binary of a package static (`-C target-feature=+crt-static` is a
-/// flag of the final link, and `RUSTFLAGS` would make `paddock` static too, whose egress
-/// proxy resolves names through glibc's NSS modules, which a static glibc loads only from
-/// the glibc it was built with): `cargo rustc` passes it to that binary alone.
-pub fn build_release(root: &Path) -> Result<PathBuf> {
-    run(cargo().args(["build", "--release", "-p", "paddock"]))?;
-    static_paddock(true);
-    static_supervisor(true);
-    nolibc_supervisor(true);
-    Ok(target_dir(root).join("release/paddock"))
-}
-
-/// Links `paddock-supervisor` statically (release or debug profile), over the one `cargo
-/// build` made. Without glibc's static libraries (Debian: libc6-dev) the dynamic one stays,
-/// and this says so.
-pub fn static_supervisor(release: bool) {
-    if let Err(e) = relink(release, "paddock-supervisor", &["-C", "target-feature=+crt-static"]) {
-        eprintln!(
-            "xtask: paddock-supervisor stays dynamically linked ({e:#}); install glibc's static libraries (libc6-dev) for the static one"
-        );
-    }
-}
-
-/// Links `bin` of the `paddock` package again with `rustc_flags` for it alone (`cargo rustc`),
-/// over the one `cargo build` made (release or debug profile).
-fn relink(release: bool, bin: &str, rustc_flags: &[&str]) -> Result<()> {
-    let mut cmd = cargo();
-    cmd.arg("rustc");
-    if release {
-        cmd.arg("--release");
-    }
-    cmd.args(["-p", "paddock", "--bin", bin, "--"]).args(rustc_flags);
-    run(&mut cmd)
-}
-
-/// Links `paddock` statically (release or debug profile), over the one `cargo build` made,
-/// when glibc is 2.34 or later: from then on glibc has `/etc/hosts` and DNS built in, the
-/// only name services a static paddock uses (see its `main.rs`). Every run then starts
-/// without the dynamic loader's work and libgcc_s's constructor (0.6 ms here). Otherwise, or
-/// when linking fails, the dynamic one stays, and this says so.
-pub fn static_paddock(release: bool) {
-    let version = Command::new("getconf").arg("GNU_LIBC_VERSION").output();
-    let version =
-        version.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
-    let recent = version
-        .trim()
-        .strip_prefix("glibc 2.")
-        .and_then(|minor| minor.split('.').next()?.parse::<u32>().ok())
-        .is_some_and(|minor| minor >= 34);
-    if !recent {
-        eprintln!(
-            "xtask: paddock stays dynamically linked: glibc 2.34 or later has the name services a static paddock needs ({})",
-            version.trim()
-        );
-        return;
-    }
-    if let Err(e) = relink(release, "paddock", &["-C", "target-feature=+crt-static"]) {
-        eprintln!(
-            "xtask: paddock stays dynamically linked ({e:#}); install glibc's static libraries (libc6-dev) for the static one"
-        );
-    }
-}
-
-/// Builds `paddock-supervisor-nolibc` without a C library (release or debug profile), over
-/// the std program `cargo build` made of it (see its module doc): `no_std` by its cfg, the
-/// panic strategy `abort` (core has no unwinder without std), non-PIE (nothing relocates
-/// it), and linked without start files or libraries (it has its own `_start` and the memory
-/// functions the compiler calls). x86-64 Linux only; elsewhere, or when this fails, the std
-/// program stays, and this says so.
-pub fn nolibc_supervisor(release: bool) {
-    if !cfg!(all(target_os = "linux", target_arch = "x86_64")) {
-        eprintln!(
-            "xtask: paddock-supervisor-nolibc is built without a C library on x86-64 Linux only"
-        );
-        return;
-    }
-    let flags = [
-        ["--cfg", "paddock_nolibc"],
-        ["-C", "panic=abort"],
-        ["-C", "relocation-model=static"],
-        ["-C", "target-feature=+crt-static"],
-        ["-C", "link-arg=-nostartfiles"],
-        ["-C", "link-arg=-nostdlib"],
-    ];
-    if let Err(e) = relink(release, "paddock-supervisor-nolibc", flags.as_flattened()) {
-        eprintln!(
-            "xtask: paddock-supervisor-nolibc stays linked with the C library ({e:#}); untraced runs start about 0.3 ms later"
-        );
-    }
 }
 
 /// Runs a command, echoing it, failing with its status.
@@ -279,7 +184,7 @@ fn ci(root: &Path) -> Result<()> {
     run(cargo().args(["build", "-p", "paddock", "-p", "paddock-tests"]))?;
     // The supervisor untraced runs start, as a release build has it: the OS suite runs its
     // tests with it a second time.
-    nolibc_supervisor(false);
+    build::nolibc_supervisor(false, None);
     // Every test, with the e2e suite itemizing through the observers (strace is present).
     let mut facts = Vec::new();
     if !skips::strace_corpus(root).is_dir() {
@@ -397,7 +302,7 @@ fn darwin_check(pass: &mut Pass) -> Result<()> {
 /// paddock and runs a command sandboxed on the default policy in a scratch project.
 fn demo(root: &Path, command: &[String]) -> Result<()> {
     install_system_packages(&["bubblewrap", "strace"])?;
-    let paddock = build_release(root)?;
+    let paddock = build::release(root)?;
     let project = std::env::temp_dir().join("paddock-demo");
     std::fs::create_dir_all(&project)?;
     let mut cmd = Command::new(paddock);

@@ -64,6 +64,9 @@ mod seatbelt;
 #[cfg(target_os = "linux")]
 mod warm;
 
+#[cfg(target_os = "linux")]
+#[doc(hidden)]
+pub mod allocator;
 #[doc(hidden)]
 pub mod cli;
 

@@ -21,19 +21,23 @@
 
 use clap::Parser;
 
-/// The process entry point, called by the C runtime (std reads the arguments on its own).
+/// musl's allocator is slow to use: see `paddock::allocator`.
+#[cfg(all(target_os = "linux", target_env = "musl"))]
+#[global_allocator]
+static ALLOCATOR: paddock::allocator::Allocator = paddock::allocator::Allocator;
+
+/// The process entry point, called by the C runtime with the process's arguments.
 #[cfg(unix)]
 #[unsafe(no_mangle)]
-pub extern "C" fn main(
-    _argc: std::ffi::c_int,
-    _argv: *const *const std::ffi::c_char,
-) -> std::ffi::c_int {
+extern "C" fn main(argc: std::ffi::c_int, argv: *const *const std::ffi::c_char) -> std::ffi::c_int {
+    // SAFETY: C's `main` arguments, as the C runtime passed them.
+    let args = unsafe { paddock::cli::args_of_c_main(argc, argv) };
     // SAFETY: signal(2) with a valid signal number and SIG_IGN, before any thread runs.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
     standard_descriptors_open();
     #[cfg(all(target_os = "linux", target_env = "gnu", target_feature = "crt-static"))]
     builtin_name_services_only();
-    match std::panic::catch_unwind(run) {
+    match std::panic::catch_unwind(|| run(args)) {
         // `ExitCode` has no accessor: its `Termination` gives the status to exit with.
         Ok(code) => std::ffi::c_int::from(code),
         Err(_) => 101,
@@ -76,20 +80,19 @@ fn standard_descriptors_open() {
 
 #[cfg(not(unix))]
 fn main() -> std::process::ExitCode {
-    std::process::ExitCode::from(run())
+    std::process::ExitCode::from(run(std::env::args_os().collect()))
 }
 
-/// Runs the command line; returns the exit status.
-fn run() -> u8 {
+/// Runs the command line `args`; returns the exit status.
+fn run(args: Vec<std::ffi::OsString>) -> u8 {
     #[cfg(target_os = "linux")]
     let prespawned = {
-        let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
         if let Some(code) = paddock_linux_bwrap::run_hidden_subcommand(&args) {
             return u8::try_from(code.clamp(0, 255)).unwrap_or(125);
         }
         paddock::cli::commands::prespawn_early(&args)
     };
-    let cli = match paddock::cli::args::Cli::try_parse() {
+    let cli = match paddock::cli::args::Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(e) => {
             // A bwrap started for a `run` that is not one after all goes first.

@@ -417,6 +417,9 @@ fn mount_tree_on(from: libc::c_int, at: libc::c_int, kind: Kind) -> io::Result<(
     result
 }
 
+/// The kernel's `ST_RELATIME` (`linux/statfs.h`), which not every C library's bindings name.
+const ST_RELATIME: libc::c_ulong = 0x1000;
+
 /// `statvfs`'s `f_flag` bits (`ST_*`) and the `MS_*` flag each stands for: the flags a
 /// remount must keep (in a user namespace those a mount inherited are locked).
 const KEPT_FLAGS: [(libc::c_ulong, libc::c_ulong); 8] = [
@@ -427,7 +430,7 @@ const KEPT_FLAGS: [(libc::c_ulong, libc::c_ulong); 8] = [
     (libc::ST_SYNCHRONOUS, libc::MS_SYNCHRONOUS),
     (libc::ST_NOATIME, libc::MS_NOATIME),
     (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
-    (libc::ST_RELATIME, libc::MS_RELATIME),
+    (ST_RELATIME, libc::MS_RELATIME),
 ];
 
 /// Without the new mount API: binds `source` onto `path` with `mount(2)` (recursively but

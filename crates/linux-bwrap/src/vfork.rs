@@ -136,18 +136,18 @@ pub fn spawn_beside<F: FnOnce() -> libc::c_int + Send + 'static>(
     // 16-byte aligned top. `running` is the child's clear-tid word, which the kernel zeroes
     // and wakes at that moment. The closure only makes raw system calls (see the doc).
     let pid = unsafe {
-        libc::clone(
-            entry::<F>,
-            stack_top(&mut stack),
+        raw::clone_on(
             libc::CLONE_VM | libc::CLONE_CHILD_CLEARTID | libc::SIGCHLD,
-            std::ptr::from_mut::<Option<F>>(&mut slot).cast(),
-            std::ptr::null_mut::<libc::pid_t>(),
-            std::ptr::null_mut::<libc::c_void>(),
+            stack_top(&mut stack),
             running.as_ptr(),
+            entry::<F>,
+            std::ptr::from_mut::<Option<F>>(&mut slot).cast(),
         )
     };
+    // The kernel returns a pid or -errno, both within an `int`.
+    let pid = libc::pid_t::try_from(pid).unwrap_or(-libc::EINVAL);
     if pid < 0 {
-        return Err(std::io::Error::last_os_error());
+        return Err(std::io::Error::from_raw_os_error(-pid));
     }
     Ok(Beside { pid, running, _stack: stack, _child: slot })
 }
@@ -177,6 +177,59 @@ pub mod raw {
                 lateout("rcx") _,
                 lateout("r11") _,
                 options(nostack),
+            );
+        }
+        ret
+    }
+
+    /// `clone(flags)` with the child on `stack` (its 16-byte aligned top), calling
+    /// `entry(arg)` there and exiting the process (`exit_group`) with what it returns; the
+    /// child's clear-tid word is `child_tid` (`CLONE_CHILD_CLEARTID`). Returns the child's pid
+    /// in the parent, or -errno. Not the C library's `clone`: musl refuses
+    /// `CLONE_CHILD_CLEARTID` there (a thread it would not know of), and the child here is
+    /// no thread, only a process that shares the memory until it executes.
+    ///
+    /// # Safety
+    /// `stack` is the top of memory that stays the child's until it has executed or exited;
+    /// `child_tid` stays valid as long; `entry` may only make raw system calls (the child
+    /// shares the C library's state with this process, see [`super::spawn_beside`]).
+    pub unsafe fn clone_on(
+        flags: libc::c_int,
+        stack: *mut libc::c_void,
+        child_tid: *mut libc::c_int,
+        entry: extern "C" fn(*mut libc::c_void) -> libc::c_int,
+        arg: *mut libc::c_void,
+    ) -> isize {
+        let ret: isize;
+        // SAFETY: the caller's promises. The parent returns from `syscall` as from any call
+        // (rcx and r11 clobbered). The child returns from it on `stack` with the parent's
+        // registers, `entry` and `arg` among them (r12 and r13 survive the call), calls
+        // `entry` on a 16-byte aligned stack and ends in `exit_group`: it never comes back
+        // into the code around it.
+        unsafe {
+            std::arch::asm!(
+                "syscall",
+                "test rax, rax",
+                "jnz 2f",
+                "xor ebp, ebp",
+                "mov rdi, r13",
+                "call r12",
+                "mov edi, eax",
+                "mov eax, {exit_group}",
+                "syscall",
+                "ud2",
+                "2:",
+                exit_group = const libc::SYS_exit_group,
+                inlateout("rax") libc::SYS_clone as isize => ret,
+                in("rdi") flags as usize,
+                in("rsi") stack,
+                in("rdx") 0usize,
+                in("r10") child_tid,
+                in("r8") 0usize,
+                in("r12") entry,
+                in("r13") arg,
+                lateout("rcx") _,
+                lateout("r11") _,
             );
         }
         ret

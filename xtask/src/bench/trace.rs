@@ -136,7 +136,7 @@ fn options() -> Result<Options> {
 
 pub fn trace(root: &Path) -> Result<()> {
     let opts = options()?;
-    let paddock = crate::build_release(root)?;
+    let paddock = crate::build::release(root)?;
     let strace = ["/usr/bin/strace", "/usr/local/bin/strace", "/bin/strace"]
         .iter()
         .map(PathBuf::from)

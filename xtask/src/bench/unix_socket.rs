@@ -18,7 +18,7 @@ const CONNECTS: u32 = 3000;
 const ROUNDS: usize = 7;
 
 pub fn unix_socket(root: &Path) -> Result<()> {
-    let paddock = crate::build_release(root)?;
+    let paddock = crate::build::release(root)?;
     run(cargo().args(["build", "--release", "-p", "paddock-tests", "--bin", "paddock-probe"]))?;
     let probe = target_dir(root).join("release/paddock-probe");
     let dir = std::env::temp_dir().join(format!("paddock-bench-unix-{}", std::process::id()));

@@ -19,19 +19,26 @@
 
 use std::ffi::{c_char, c_int};
 
-/// The process entry point, called by the C runtime with the process's arguments (which
-/// std reads on its own).
+/// musl's allocator is slow to use: see `paddock::allocator`.
+#[cfg(all(target_os = "linux", target_env = "musl"))]
+#[global_allocator]
+static ALLOCATOR: paddock::allocator::Allocator = paddock::allocator::Allocator;
+
+/// The process entry point, called by the C runtime with the process's arguments.
 #[unsafe(no_mangle)]
-pub extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
+extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
     #[cfg(target_os = "linux")]
     {
         // SAFETY: signal(2) with a valid signal number and SIG_IGN, before any thread runs.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
-        let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        // SAFETY: C's `main` arguments, as the C runtime passed them.
+        let args = unsafe { paddock::cli::args_of_c_main(argc, argv) };
         if let Some(code) = paddock_linux_bwrap::run_hidden_subcommand(&args) {
             return code.clamp(0, 255);
         }
     }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (argc, argv);
     eprintln!("paddock-supervisor runs inside paddock's sandboxes; run `paddock` instead");
     125
 }

@@ -134,7 +134,9 @@ fn hooks(dir: &Path, mode: NewRepositories, out: &mut Inspected) {
             if mode == NewRepositories::Disarm {
                 let mut renamed = name.clone();
                 renamed.push(".disarmed");
-                if rename_noreplace(&path, &dir.join(&renamed)) {
+                if crate::runtime::runtime_dir::spares::rename_noreplace(&path, &dir.join(&renamed))
+                    .is_ok()
+                {
                     out.disarmed
                         .push(format!("{shown} (renamed to {})", renamed.to_string_lossy()));
                 }
@@ -158,11 +160,6 @@ fn disarm_file(path: &Path, seen: &std::fs::Metadata) -> bool {
     let mode = meta.permissions().mode() & 0o7777 & !0o111;
     // SAFETY: fchmod on a descriptor we own, with a plain mode.
     unsafe { libc::fchmod(file.as_raw_fd(), mode) == 0 }
-}
-
-fn rename_noreplace(from: &Path, to: &Path) -> bool {
-    use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
-    renameat2(AT_FDCWD, from, AT_FDCWD, to, RenameFlags::RENAME_NOREPLACE).is_ok()
 }
 
 /// The violation for a new repository with work tree `work_tree`.

@@ -201,16 +201,10 @@ fn disarm(path: &Path) -> std::io::Result<PathBuf> {
             aside.push(format!(".{n}"));
         }
         let aside = path.with_file_name(aside);
-        match nix::fcntl::renameat2(
-            nix::fcntl::AT_FDCWD,
-            path,
-            nix::fcntl::AT_FDCWD,
-            &aside,
-            nix::fcntl::RenameFlags::RENAME_NOREPLACE,
-        ) {
+        match crate::runtime::runtime_dir::spares::rename_noreplace(path, &aside) {
             Ok(()) => return Ok(aside),
-            Err(nix::errno::Errno::EEXIST) => continue,
-            Err(e) => return Err(e.into()),
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => continue,
+            Err(e) => return Err(e),
         }
     }
     Err(std::io::Error::from_raw_os_error(libc::EEXIST))

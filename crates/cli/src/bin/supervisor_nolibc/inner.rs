@@ -18,6 +18,9 @@ use crate::sys::{self, Errno};
 /// `<linux/mount.h>`: the whole tree (`open_tree`, `mount_setattr`).
 const AT_RECURSIVE: libc::c_uint = 0x8000;
 
+/// The kernel's `ST_RELATIME` (`linux/statfs.h`), which not every C library's bindings name.
+const ST_RELATIME: u64 = 0x1000;
+
 /// `statfs`'s flags (`ST_*`) and the `MS_*` flag each stands for: the flags a remount keeps.
 const KEPT_FLAGS: [(u64, libc::c_ulong); 8] = [
     (libc::ST_RDONLY, libc::MS_RDONLY),
@@ -27,7 +30,7 @@ const KEPT_FLAGS: [(u64, libc::c_ulong); 8] = [
     (libc::ST_SYNCHRONOUS, libc::MS_SYNCHRONOUS),
     (libc::ST_NOATIME, libc::MS_NOATIME),
     (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
-    (libc::ST_RELATIME, libc::MS_RELATIME),
+    (ST_RELATIME, libc::MS_RELATIME),
 ];
 
 /// Makes every mount of `mounts` (kind byte, then path; NULL-terminated), in order. The

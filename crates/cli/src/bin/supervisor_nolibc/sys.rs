@@ -310,7 +310,7 @@ pub fn recv_fd(sock: c_int) -> Result<Option<c_int>, Errno> {
         }
     };
     let carried = n > 0
-        && msg.msg_controllen >= FD_CONTROL_LEN
+        && msg.msg_controllen >= FD_CONTROL_LEN as _
         && control.len == FD_CONTROL_LEN
         && control.level == libc::SOL_SOCKET
         && control.kind == libc::SCM_RIGHTS;

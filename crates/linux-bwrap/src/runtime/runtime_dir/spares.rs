@@ -267,16 +267,27 @@ impl Spares {
 }
 
 /// `renameat2(from, to, RENAME_NOREPLACE)`: never replaces what is at `to`, never follows a
-/// symlink at either end.
-#[cfg(target_env = "gnu")]
+/// symlink at either end. A raw system call: not every C library wraps `renameat2`.
 pub(crate) fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
-    use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
-    renameat2(AT_FDCWD, from, AT_FDCWD, to, RenameFlags::RENAME_NOREPLACE).map_err(io::Error::from)
-}
-
-#[cfg(not(target_env = "gnu"))]
-pub(crate) fn rename_noreplace(_from: &Path, _to: &Path) -> io::Result<()> {
-    Err(io::Error::from_raw_os_error(libc::ENOSYS))
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+    };
+    let (from, to) = (c(from)?, c(to)?);
+    // SAFETY: two NUL-terminated paths that outlive the call, relative to the cwd; the
+    // kernel reads nothing else.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            libc::AT_FDCWD,
+            from.as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
 
 #[cfg(test)]
