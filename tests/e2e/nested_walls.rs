@@ -213,6 +213,31 @@ fn host_git_follows_nothing_the_task_planted_through_commondir_includes_or_hooks
     assert!(!p.join(".git/commondir").exists(), "a placeholder commondir was left");
 }
 
+/// The walk after the run (which disarms the hooks of new repositories) starts once nothing
+/// of the sandbox runs, before bwrap is gone: a writer the task leaves behind, making a hook
+/// executable again and again, must be dead by then, or its hook would stay armed.
+#[test]
+fn a_hook_a_left_behind_writer_keeps_arming_is_disarmed_for_good_after_the_run() {
+    let s = Scratch::new("git-left-writer");
+    if !require_os_sandbox() || !have_git() {
+        return;
+    }
+    let hook = s.project.join("n/.git/hooks/pre-commit");
+    let script = "git init -q n && (while :; do printf '#!/bin/sh\\n' > n/.git/hooks/pre-commit; chmod 755 n/.git/hooks/pre-commit; done) 2>/dev/null & sleep 0.1";
+    for flags in [&[][..], &["--itemize", "off"]] {
+        let _ = std::fs::remove_dir_all(s.project.join("n"));
+        let (report, out) = run(&s, flags, script);
+        assert!(out.status.success(), "{flags:?}: {out:?}");
+        find(&report, "new-repository", &s.project.join("n"))
+            .unwrap_or_else(|| panic!("{flags:?}: no new-repository violation: {report:#}"));
+        for when in ["once the run was over", "after the run"] {
+            let mode = std::fs::metadata(&hook).unwrap().permissions().mode();
+            assert_eq!(mode & 0o111, 0, "{flags:?}: the hook is executable {when}");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
 #[test]
 fn a_repository_the_task_creates_is_only_reported_with_new_repositories_report() {
     let s = Scratch::new("git-new-report");

@@ -5,25 +5,36 @@
 //! there meanwhile went into the placeholder, which is then kept, not removed: a path that
 //! is there after the run, and not empty, appeared during it, hidden from the task.
 
-use paddock_policy::ResolvedPolicy;
+use paddock_policy::{DenyAnchor, ResolvedPolicy};
 
-/// One line per deny anchor missing at start that holds something now.
-pub fn appeared(policy: &ResolvedPolicy) -> Vec<String> {
-    let mut out = Vec::new();
-    for anchor in policy.read_deny.iter().filter(|a| a.kind.is_none()) {
-        let path = anchor.path.as_path();
-        let Ok(meta) = std::fs::symlink_metadata(path) else { continue };
-        let filled = if meta.is_dir() {
-            std::fs::read_dir(path).is_ok_and(|mut d| d.next().is_some())
-        } else {
-            !meta.is_file() || meta.len() > 0
-        };
-        if filled {
-            out.push(format!(
-                "{} appeared during the run ({}); it was hidden from the task",
-                anchor.path, anchor.origin
-            ));
-        }
+/// The deny anchors of a policy that were missing at start: what may appear during the run.
+#[derive(Debug, Default)]
+pub struct Missing(Vec<DenyAnchor>);
+
+impl Missing {
+    /// `policy`'s deny anchors missing at start.
+    pub fn of(policy: &ResolvedPolicy) -> Missing {
+        Missing(policy.read_deny.iter().filter(|a| a.kind.is_none()).cloned().collect())
     }
-    out
+
+    /// One line per anchor missing at start that holds something now.
+    pub fn appeared(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for anchor in &self.0 {
+            let path = anchor.path.as_path();
+            let Ok(meta) = std::fs::symlink_metadata(path) else { continue };
+            let filled = if meta.is_dir() {
+                std::fs::read_dir(path).is_ok_and(|mut d| d.next().is_some())
+            } else {
+                !meta.is_file() || meta.len() > 0
+            };
+            if filled {
+                out.push(format!(
+                    "{} appeared during the run ({}); it was hidden from the task",
+                    anchor.path, anchor.origin
+                ));
+            }
+        }
+        out
+    }
 }

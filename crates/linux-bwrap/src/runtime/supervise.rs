@@ -15,7 +15,7 @@ use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::{Arc, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use crate::error::Context;
@@ -65,6 +65,42 @@ pub struct RunOptions {
     /// A prewarmed run: its task comes after the spawn ([`crate::runtime::warm`]); then
     /// `stdio` and `timeout` are the hand-over's.
     pub deferred: crate::runtime::warm::DeferredSlot,
+    /// What the caller does once nothing of the sandbox runs any more ([`AfterTask`]).
+    pub after_task: AfterTask,
+}
+
+/// Work on the host for the moment nothing of the sandbox runs any more and its
+/// placeholders are gone: when the supervisor says so ([`exec::EXITED`]), while the kernel
+/// tears the sandbox's namespaces and bwrap down (about 0.5 ms), or else once bwrap is
+/// reaped. Given whether the task started; run at most once, by the run or, when the run
+/// never got that far, by whoever holds it after ([`AfterTask::run`] again is a no-op).
+/// What it finds, it keeps where its maker reads it.
+#[derive(Clone, Default)]
+pub struct AfterTask(Arc<Mutex<Option<AfterTaskFn>>>);
+
+/// The work of an [`AfterTask`].
+type AfterTaskFn = Box<dyn FnOnce(bool) + Send>;
+
+impl AfterTask {
+    /// `work`, to run once.
+    pub fn new(work: impl FnOnce(bool) + Send + 'static) -> AfterTask {
+        AfterTask(Arc::new(Mutex::new(Some(Box::new(work)))))
+    }
+
+    /// Runs the work, unless it ran already; `started`: whether the task started.
+    pub fn run(&self, started: bool) {
+        let work = self.0.lock().ok().and_then(|mut w| w.take());
+        if let Some(work) = work {
+            work(started);
+        }
+    }
+}
+
+impl std::fmt::Debug for AfterTask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let pending = self.0.lock().is_ok_and(|w| w.is_some());
+        f.debug_struct("AfterTask").field("pending", &pending).finish()
+    }
 }
 
 /// The default of [`RunOptions::capture_limit`]: 16 MiB of each piped stream.
@@ -88,6 +124,7 @@ impl RunOptions {
             inherit: Vec::new(),
             prespawned: crate::runtime::prespawn::PrespawnSlot::default(),
             deferred: crate::runtime::warm::DeferredSlot::default(),
+            after_task: AfterTask::default(),
         })
     }
 }
@@ -266,6 +303,7 @@ fn run_plan_full(
     let mut tracer_error = None;
     // Removed once the supervisor says nothing of the sandbox runs any more
     // ([`exec::EXITED`]), while the kernel tears its namespaces down; else once bwrap is gone.
+    // The caller's after-task work follows them.
     let mut placeholders = Some(spawned.placeholders);
     let status = loop {
         let now = Instant::now();
@@ -295,8 +333,9 @@ fn run_plan_full(
         if fds[2].revents != 0 {
             let heard = read_channel(&mut spawned.signal_tx);
             started |= heard.started;
-            if heard.exited {
+            if heard.exited && placeholders.is_some() {
                 drop(placeholders.take());
+                opts.after_task.run(started);
             }
             if let Some(supervisor) = heard.trace_me {
                 let attached = match (tracer.as_mut(), supervisor) {
@@ -359,6 +398,7 @@ fn run_plan_full(
         }
     }
     drop(placeholders);
+    opts.after_task.run(started);
 
     let (raw, rusage) = status;
     let mut exit_code = if libc::WIFEXITED(raw) {

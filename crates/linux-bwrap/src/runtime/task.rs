@@ -9,6 +9,7 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use paddock_policy::{
@@ -22,7 +23,7 @@ use crate::runtime::observe::Mechanism;
 use crate::runtime::prespawn::{PrespawnSlot, Prespawned};
 use crate::runtime::project_walk::Scanned;
 use crate::runtime::runtime_dir::RuntimeDir;
-use crate::runtime::supervise::{Control, Notes, RunOptions, RunOutcome};
+use crate::runtime::supervise::{AfterTask, Control, Notes, RunOptions, RunOutcome};
 use crate::runtime::warm::{Deferred, DeferredSlot};
 use crate::runtime::{Result, Toggles, bail};
 
@@ -154,6 +155,10 @@ pub fn run<E: From<crate::Error>>(
     let uses = runtime
         .record_uses_of(&loaded.resolved)
         .context("cannot write the task's runtime directory")?;
+    // What the task changed on the host, looked at once nothing of the sandbox runs (while
+    // bwrap is torn down: `AfterTask`).
+    let found = Arc::new(Mutex::new(None));
+    let after_task = after_task(&loaded.resolved, loaded.scanned.take(), prewarmed, &found);
     // Host ends of port grants and the egress proxy: a busy port fails here, before the
     // task starts. They stop with the task (or with this process: the sweep takes sockets).
     let bridges = crate::runtime::host_bridges::Bridges::start(&plan, &loaded.resolved, &proxy)?;
@@ -174,11 +179,11 @@ pub fn run<E: From<crate::Error>>(
         deferred: DeferredSlot::new(
             deferred.map(|handover| Deferred { handover, policy_env: loaded.resolved.env.clone() }),
         ),
+        after_task: after_task.clone(),
     };
     if let Some(note) = itemize_note {
         notes.push(format!("note: {note}"));
     }
-    let links = crate::runtime::links::ProtectedLinks::record(&loaded.resolved);
     let run = crate::runtime::itemized::Run {
         plan: &plan,
         policy: &loaded.resolved,
@@ -191,29 +196,66 @@ pub fn run<E: From<crate::Error>>(
     let proxied = bridges.has_proxy();
     let (refused, reasons) = bridges.stop(&loaded.resolved);
     let ran = ran?;
-    for line in links.changed() {
+    // The run did it, unless it never got that far.
+    after_task.run(ran.outcome.started);
+    let found: Found = found.lock().ok().and_then(|mut f| f.take()).unwrap_or_default();
+    for line in found.links_changed {
         notes.push(format!("warning: {line}"));
     }
     notes.extend(reasons);
     drop(runtime);
-    for line in crate::runtime::appeared::appeared(&loaded.resolved) {
+    for line in found.appeared {
         notes.push(format!("note: {line}"));
     }
     let Ran { outcome, itemized_by, mut violations } = ran;
     // The proxy itemizes refused destinations whether or not a tracer ran.
     let itemized_by = itemized_by.or(proxied.then_some("proxy"));
     violations.extend(refused);
-    // What the task created that git or a shell would run: the walk again, through its
-    // cache (only the directories that changed are listed).
-    // A prewarmed sandbox torn down unused ran nothing: what changed meanwhile is another
-    // run's (or the user's) to answer for.
-    let ran_a_task = !prewarmed || outcome.started;
-    if let Some(scanned) = loaded.scanned.as_ref().filter(|_| ran_a_task) {
-        let (created, lines) = crate::runtime::project_walk::after_run(scanned);
-        violations.extend(created);
-        notes.extend(lines);
-    }
+    violations.extend(found.created);
+    notes.extend(found.walk_lines);
     Ok(Finished { outcome, itemized_by, violations, resolved: loaded.resolved, cwd: loaded.cwd })
+}
+
+/// What the task changed on the host, found after it ([`after_task`]).
+#[derive(Debug, Default)]
+struct Found {
+    /// Protected links pointing elsewhere than at the start.
+    links_changed: Vec<String>,
+    /// Deny targets missing at start that hold something now.
+    appeared: Vec<String>,
+    /// What the task created that git or a shell would run.
+    created: Vec<Violation>,
+    /// Lines about it (hooks disarmed).
+    walk_lines: Vec<String>,
+}
+
+/// The work for once nothing of the sandbox runs any more: the protected links read again,
+/// the deny targets that appeared, and the project walked again through its cache (only the
+/// directories that changed are listed) for what the task created that git or a shell would
+/// run. Its finding goes into `found`. A prewarmed sandbox torn down unused ran nothing:
+/// what changed meanwhile is another run's (or the user's) to answer for.
+fn after_task(
+    policy: &ResolvedPolicy,
+    scanned: Option<Scanned>,
+    prewarmed: bool,
+    found: &Arc<Mutex<Option<Found>>>,
+) -> AfterTask {
+    let links = crate::runtime::links::ProtectedLinks::record(policy);
+    let missing = crate::runtime::appeared::Missing::of(policy);
+    let found = Arc::clone(found);
+    AfterTask::new(move |started| {
+        let mut f = Found {
+            links_changed: links.changed(),
+            appeared: missing.appeared(),
+            ..Found::default()
+        };
+        if let Some(scanned) = scanned.filter(|_| !prewarmed || started) {
+            (f.created, f.walk_lines) = crate::runtime::project_walk::after_run(&scanned);
+        }
+        if let Ok(mut slot) = found.lock() {
+            *slot = Some(f);
+        }
+    })
 }
 
 /// The caller's variables over the policy's environment.
