@@ -381,8 +381,13 @@ fn start(kind: PrespawnKind, bwrap: &AbsPathBuf) -> Option<Prespawned> {
         kind.observed().then(paddock_linux_bwrap::probe::notifier_beside_this_process).flatten();
     let mut pre =
         Prespawned::start_for(bwrap, kind.observed(), inherit, notifier.as_deref()).ok()?;
-    // This process is all the runner's.
-    pre.keep_runner_off_bwraps_cpus();
+    // This process is all the runner's. Only an observed run's: its observer threads and
+    // the child mounting in bwrap's namespace would take turns with bwrap's start-up, while
+    // an untraced run's runner alone was slower pinned (ARCHITECTURE.md, "The `paddock`
+    // binary keeps to its CPU").
+    if kind.observed() {
+        pre.keep_runner_off_bwraps_cpus();
+    }
     Some(pre)
 }
 
