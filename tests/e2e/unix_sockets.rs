@@ -292,33 +292,49 @@ fn a_flipped_address_never_reaches_the_ungranted_socket_in_10000_attempts() {
     let grant = granted.path.to_str().unwrap().to_owned();
     let race = format!("unix-race:{grant},{},10000", ungranted.path.display());
     for mode in modes() {
-        let before = granted.accepted();
-        let (_, out) = run(
-            &s,
-            mode,
-            &["--allow-unix-socket", &grant],
-            &[],
-            &[probe_bin().to_str().unwrap(), &race],
-        );
-        let detail = assert_allowed(&probe_lines(&out), "unix-race", "");
-        eprintln!("{mode}: {detail}");
-        let field = |name: &str| -> usize {
-            detail
-                .split(' ')
-                .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
-                .and_then(|v| v.parse().ok())
-                .unwrap_or_else(|| panic!("no {name} in {detail}"))
-        };
-        assert_eq!(field("attempts"), 10_000, "{detail}");
-        assert_eq!(ungranted.accepted(), 0, "{mode}: the ungranted socket was reached: {detail}");
-        assert!(field("connected") > 0 && field("refused") > 0, "{mode}: no race: {detail}");
-        // Every connection the task saw succeed reached the granted server.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while granted.accepted() - before < field("connected") {
-            assert!(std::time::Instant::now() < deadline, "{mode}: {detail}");
-            std::thread::sleep(std::time::Duration::from_millis(10));
+        // Each batch holds the wall; a batch in which the flips never lined up with a check
+        // (every attempt refused, seen rarely on a loaded machine) proves nothing, so up to
+        // three batches run until one raced.
+        let mut raced = false;
+        let mut last = String::new();
+        for _ in 0..3 {
+            let before = granted.accepted();
+            let (_, out) = run(
+                &s,
+                mode,
+                &["--allow-unix-socket", &grant],
+                &[],
+                &[probe_bin().to_str().unwrap(), &race],
+            );
+            let detail = assert_allowed(&probe_lines(&out), "unix-race", "");
+            eprintln!("{mode}: {detail}");
+            let field = |name: &str| -> usize {
+                detail
+                    .split(' ')
+                    .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or_else(|| panic!("no {name} in {detail}"))
+            };
+            assert_eq!(field("attempts"), 10_000, "{detail}");
+            assert_eq!(
+                ungranted.accepted(),
+                0,
+                "{mode}: the ungranted socket was reached: {detail}"
+            );
+            // Every connection the task saw succeed reached the granted server.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while granted.accepted() - before < field("connected") {
+                assert!(std::time::Instant::now() < deadline, "{mode}: {detail}");
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            assert_eq!(granted.accepted() - before, field("connected"), "{mode}: {detail}");
+            raced = field("connected") > 0 && field("refused") > 0;
+            last = detail;
+            if raced {
+                break;
+            }
         }
-        assert_eq!(granted.accepted() - before, field("connected"), "{mode}: {detail}");
+        assert!(raced, "{mode}: no race in three batches: {last}");
     }
 }
 
