@@ -101,6 +101,9 @@ fn make_copy(source: &Path, dir: &Path, copy: &Path) -> io::Result<()> {
         io::copy(&mut File::open(source)?, &mut to)?;
         to.set_permissions(std::fs::Permissions::from_mode(MODE))?;
         to.sync_all()?;
+        // Closed before it has its name: a file open for writing cannot be executed
+        // (`ETXTBSY`), and another run may execute it as soon as it is there.
+        drop(to);
         std::fs::rename(&temp, copy)
     })();
     if made.is_err() {

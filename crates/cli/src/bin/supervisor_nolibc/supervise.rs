@@ -260,7 +260,7 @@ impl Server<'_> {
         n.server_argv[at + 2] = c"--listener".as_ptr().cast();
         n.server_argv[at + 3] = fd;
         let envp = [core::ptr::null::<u8>()];
-        let Errno(e) = sys::execveat(n.server_fd, n.server_argv.as_ptr(), envp.as_ptr());
+        let Errno(e) = sys::execveat_when_free(n.server_fd, n.server_argv.as_ptr(), envp.as_ptr());
         fail!("cannot start the notification server: errno {e}")
     }
 }

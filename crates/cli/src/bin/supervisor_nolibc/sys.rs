@@ -327,6 +327,22 @@ pub fn execveat(fd: c_int, argv: *const *const u8, envp: *const *const u8) -> Er
     }
 }
 
+/// [`execveat`], tried again every millisecond for 100 ms while the file is open for writing
+/// somewhere (`ETXTBSY`): for a moment it may be (its maker's descriptor, or a copy of it in
+/// a child another thread of a task runner cloned meanwhile, held until that child
+/// executes). Returns only on failure.
+pub fn execveat_when_free(fd: c_int, argv: *const *const u8, envp: *const *const u8) -> Errno {
+    let mut tries = 0;
+    loop {
+        let e = execveat(fd, argv, envp);
+        if e.0 != libc::ETXTBSY || tries == 100 {
+            return e;
+        }
+        tries += 1;
+        let _ = poll(&mut [], 1_000_000);
+    }
+}
+
 /// `dup3(old, new, 0)`: `new` becomes `old`, not close-on-exec.
 pub fn dup_to(old: c_int, new: c_int) -> Result<(), Errno> {
     call!(libc::SYS_dup3, old, new, 0).map(drop)

@@ -251,3 +251,48 @@ fn mount_identities_are_read_as_the_runner_writes_them_and_each_must_be_a_mount_
     }
     assert!(check_mount_ids(&[&ids[..], b"x\0"].concat(), world).is_err());
 }
+
+#[test]
+fn an_executable_open_for_writing_a_moment_is_executed_once_it_is_closed() {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = std::env::temp_dir().join(format!("paddock-nolibc-txtbsy-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // A copy of sh (a binary: a script executed by descriptor needs /dev/fd).
+    let script = dir.join("sh");
+    let mut writer = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o755)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(&script)
+        .unwrap();
+    writer.write_all(&std::fs::read("/bin/sh").unwrap()).unwrap();
+    let path = CString::new(script.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: open(O_PATH) of a NUL-terminated path.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+    assert!(fd >= 0);
+    let argv = [c"sh", c"-c", c"exit 7"].map(|a| a.as_ptr().cast::<u8>());
+    let argv = [argv[0], argv[1], argv[2], std::ptr::null()];
+    let envp = [std::ptr::null::<u8>()];
+    // SAFETY: the child only makes system calls (execveat, poll, exit_group) on data made
+    // before the fork; the writer stays open in the parent alone (close-on-exec is moot:
+    // the child's copy is closed right away).
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: closing the child's copy of the writer, as a child that executes would.
+        unsafe { libc::close(writer.as_raw_fd()) };
+        let crate::sys::Errno(e) = crate::sys::execveat_when_free(fd, argv.as_ptr(), envp.as_ptr());
+        crate::sys::exit(100 + e);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    drop(writer);
+    let mut status = 0;
+    // SAFETY: waitpid on our own child.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    // 126 (100 + ETXTBSY) had it given up at once.
+    assert_eq!(libc::WEXITSTATUS(status), 7, "status {status}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
