@@ -43,7 +43,7 @@ pub fn musl(root: &Path, release: bool) -> Result<Option<PathBuf>> {
     if !cfg!(all(target_os = "linux", target_arch = "x86_64")) {
         return Ok(None);
     }
-    if !musl_target_installed() {
+    if !rustup_target(MUSL_TARGET) {
         eprintln!(
             "xtask: the {MUSL_TARGET} target cannot be installed (`rustup target add {MUSL_TARGET}`): paddock is built with a static glibc instead, which starts about 0.5 ms slower"
         );
@@ -60,13 +60,14 @@ pub fn musl(root: &Path, release: bool) -> Result<Option<PathBuf>> {
     Ok(Some(target_dir(root).join(MUSL_TARGET).join(profile)))
 }
 
-/// Whether rustup has [`MUSL_TARGET`], installing it when it can.
-fn musl_target_installed() -> bool {
+/// Whether rustup has `target`, installing it when it can (the musl build here, the macOS
+/// type-check in `ci`).
+pub fn rustup_target(target: &str) -> bool {
     let listed = Command::new("rustup").args(["target", "list", "--installed"]).output();
-    if listed.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).lines().any(|l| l == MUSL_TARGET)) {
+    if listed.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).lines().any(|l| l == target)) {
         return true;
     }
-    Command::new("rustup").args(["target", "add", MUSL_TARGET]).status().is_ok_and(|s| s.success())
+    Command::new("rustup").args(["target", "add", target]).status().is_ok_and(|s| s.success())
 }
 
 /// Links `paddock-supervisor` statically (release or debug profile), over the one `cargo

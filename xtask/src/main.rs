@@ -261,18 +261,9 @@ fn purity() -> Result<()> {
 /// tests that `cfg` removes on Linux are at least compiled, and the library compiles for
 /// macOS), with clippy's `-D warnings` as on Linux.
 fn darwin_check(pass: &mut Pass) -> Result<()> {
-    let installed = Command::new("rustup").args(["target", "list", "--installed"]).output();
-    let have = |t: &str| {
-        installed.as_ref().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).lines().any(|l| l == t))
-    };
     let mut targets = Vec::new();
     for target in ["x86_64-apple-darwin", "aarch64-apple-darwin"] {
-        if have(target)
-            || Command::new("rustup")
-                .args(["target", "add", target])
-                .status()
-                .is_ok_and(|s| s.success())
-        {
+        if build::rustup_target(target) {
             targets.push(target);
         } else {
             pass.skip(
