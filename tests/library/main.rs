@@ -467,3 +467,36 @@ fn output_nobody_reads_is_capped_and_a_dropped_child_takes_its_sandbox() {
     after.remove(Path::new("out/ok"));
     assert_eq!(after, listing, "placeholders left in the project");
 }
+
+/// A task runner that reaps orphans (a child subreaper, as many are) gets no process of a
+/// sandbox to reap: the run reaps its bwrap on the thread that started it, before that
+/// thread ends, so bwrap's `--die-with-parent` never kills it while the kernel still tears
+/// the sandbox down and the sandbox's pid 1 is never orphaned to the runner.
+#[test]
+fn a_subreaper_running_tasks_is_left_no_orphan_of_theirs() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !sandbox_here() {
+        return;
+    }
+    let s = Scratch::new("orphans");
+    let sandbox = s.builder("").build().unwrap();
+    // SAFETY: prctl with integers; undone below.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    let mut codes = Vec::new();
+    for _ in 0..20 {
+        let mut child =
+            sandbox.spawn(Command::new("true").stdin(Stdio::null()).stdout(Stdio::null())).unwrap();
+        codes.push(child.wait().unwrap().exit_code);
+    }
+    // An orphan would come a moment after its run ended.
+    std::thread::sleep(Duration::from_millis(200));
+    let left = children();
+    // SAFETY: prctl with integers; then reaping whatever came, so that the other tests find
+    // this process clean.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
+        while libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) > 0 {}
+    }
+    assert!(codes.iter().all(|&c| c == 0), "{codes:?}");
+    assert!(left.is_empty(), "orphans of the sandboxes reached this subreaper: {left:?}");
+}

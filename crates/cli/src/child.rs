@@ -371,6 +371,7 @@ pub(crate) fn spawn(
         paddock_linux_bwrap::runtime::task::run(request, &inner.facts, |foreign| {
             inner.resolve(&cwd, foreign)
         })
+        .map(Finished::with_bwrap_reaped)
     })?;
     // The first pid, or the end of a run that never spawned (its sender dropped with it).
     let mut child =

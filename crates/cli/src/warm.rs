@@ -180,6 +180,7 @@ fn start(weak: &Weak<Inner>) -> Result<Warm, Error> {
                 weak.upgrade().ok_or(Error::Command { message: "the sandbox is gone".into() })?;
             inner.resolve(&project, foreign)
         })
+        .map(Finished::with_bwrap_reaped)
     })?;
     Ok(Warm { handover: Some(handover_tx), spawned, control: handle, notes, thread: Some(thread) })
 }

@@ -49,10 +49,12 @@
 
 mod reap;
 mod serve_notify;
+mod task_end;
 mod tracer;
 
 pub use reap::{POLITE_SIGNALS, status_code};
 use reap::{await_children, end_the_rest, kill_all_but_strace, supervise};
+pub use task_end::TaskEnd;
 
 pub(crate) use serve_notify::main_from_args as serve_notify_main;
 
@@ -73,8 +75,9 @@ pub const EXIT_NOT_FOUND: i32 = 127;
 /// sandbox that never started (bwrap's own error) from a task that failed.
 pub const STARTED: u8 = b'S';
 /// The byte written up the signal channel once the task has exited and every other process
-/// of the sandbox has been killed and reaped: the runner cleans up (the placeholders) while
-/// the kernel tears the sandbox's namespaces down, before bwrap is gone.
+/// of the sandbox has been killed and reaped, first of the [`TaskEnd`] message: the runner
+/// cleans up (the placeholders) and finishes the run while the kernel tears the sandbox's
+/// namespaces down, before bwrap is gone.
 pub const EXITED: u8 = b'E';
 /// The byte the supervisor sends up the signal channel when its payload says
 /// `wait_for_tracer`: the runner reads the supervisor's pid from the message's credentials
@@ -374,7 +377,7 @@ fn run(args: &[OsString]) -> Result<i32, String> {
         await_children(sfd, std::time::Duration::from_secs(2));
     }
     drop(relays);
-    end_the_rest(signal_fd);
+    end_the_rest(signal_fd, code);
     Ok(code)
 }
 

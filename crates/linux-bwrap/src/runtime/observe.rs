@@ -122,29 +122,61 @@ pub fn run(
             .context("cannot make the record pipe")?,
     };
     // Each reader sends what it saw when its source ends: the record pipe when the supervisor
-    // is gone, the observer's channel when its serving thread is.
+    // and bwrap are gone, the observer's channel when its serving thread is; or, once the
+    // supervisor told the task's end (everything was recorded before it), when what is
+    // there is read and `stop` is dropped.
     let (done_tx, done_rx) = crossbeam_channel::bounded::<Seen>(2);
     let notified_tx = done_tx.clone();
+    let (stop_rx, stop) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("cannot make a pipe")?;
     std::thread::Builder::new()
         .name("paddock-records".into())
-        .spawn(move || drop(notified_tx.send(collect_notified(record_rx))))
+        .spawn(move || {
+            let pipe = UntilStopped { pipe: File::from(record_rx), stop: stop_rx };
+            drop(notified_tx.send(collect_notified(pipe)))
+        })
         .context("cannot start the record reader")?;
     let records = server.records();
+    let (stop_fs, stopped_fs) = crossbeam_channel::bounded::<()>(0);
     std::thread::Builder::new()
         .name("paddock-fs-records".into())
         .spawn(move || {
             let mut seen = Seen::default();
-            for r in records.iter() {
-                seen.add(from_fs(&r));
+            loop {
+                crossbeam_channel::select! {
+                    recv(records) -> r => match r {
+                        Ok(r) => seen.add(from_fs(&r)),
+                        Err(_) => break,
+                    },
+                    recv(stopped_fs) -> _ => {
+                        records.try_iter().for_each(|r| seen.add(from_fs(&r)));
+                        break;
+                    }
+                }
             }
             drop(done_tx.send(seen));
         })
         .context("cannot start the observer reader")?;
 
     let spawned = run_observed(plan, opts, runtime_dir, record_tx, notifier, &mount);
-    // The sandbox is gone (or never started): the filesystem's connection ends with its
-    // mount namespace, and the record pipe with the supervisor.
-    let leftover = server.finish();
+    let teardown = spawned.as_ref().ok().and_then(|o| o.teardown.clone());
+    let leftover = match teardown {
+        // Nothing of the sandbox runs and everything it did was answered, so recorded: the
+        // readers take what is there and end, and the serving thread, whose connection ends
+        // with the namespaces the kernel is still tearing down, is awaited after bwrap.
+        Some(teardown) => {
+            drop((stop, stop_fs));
+            teardown.and_then(move || drop(server.finish()));
+            Vec::new()
+        }
+        // The sandbox is gone (or never started): the filesystem's connection ends with its
+        // mount namespace, and the record pipe with the supervisor.
+        None => {
+            let leftover = server.finish();
+            drop((stop, stop_fs));
+            leftover
+        }
+    };
     let outcome = match spawned {
         Ok(outcome) => outcome,
         Err(e) if is_mount_failure(&e) => {
@@ -211,9 +243,43 @@ fn is_mount_failure(e: &crate::Error) -> bool {
     e.is_spawn_failure()
 }
 
-fn collect_notified(read: OwnedFd) -> Seen {
+/// The record pipe, read to its end, or until `stop` is closed and nothing is left in it:
+/// bwrap, still exiting after the supervisor told the task's end, holds a copy of its
+/// write end.
+struct UntilStopped {
+    pipe: File,
+    stop: OwnedFd,
+}
+
+impl std::io::Read for UntilStopped {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::os::fd::AsRawFd;
+        loop {
+            let mut fds = [
+                libc::pollfd { fd: self.pipe.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+                libc::pollfd { fd: self.stop.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            ];
+            // SAFETY: a valid array of two pollfd.
+            if unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) } < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            if fds[0].revents != 0 {
+                return self.pipe.read(buf);
+            }
+            if fds[1].revents != 0 {
+                return Ok(0);
+            }
+        }
+    }
+}
+
+fn collect_notified(read: UntilStopped) -> Seen {
     let mut seen = Seen::default();
-    let malformed = crate::notify::read_records(File::from(read), |r| {
+    let malformed = crate::notify::read_records(read, |r| {
         if let Some(v) = from_notify(&r) {
             seen.add(v);
         }

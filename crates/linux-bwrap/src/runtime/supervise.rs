@@ -24,6 +24,12 @@ use paddock_policy::SpawnPlan;
 
 use crate::runtime::exec::{self, Output};
 
+mod channel;
+mod teardown;
+
+use channel::Channel;
+pub use teardown::Teardown;
+
 /// How to supervise a run.
 #[derive(Clone, Debug)]
 pub struct RunOptions {
@@ -141,9 +147,10 @@ pub struct RunOutcome {
     pub timed_out: bool,
     /// Wall time.
     pub duration: Duration,
-    /// User + system CPU time of the sandbox and everything it waited for.
+    /// User + system CPU time of the task and everything of the sandbox its pid 1 reaped
+    /// (when the run ended on the supervisor's word; else of bwrap and all it waited for).
     pub cpu_time: Duration,
-    /// Peak resident set size of the largest process, in KiB.
+    /// Peak resident set size of the largest of those processes, in KiB.
     pub max_rss_kib: u64,
     /// Captured stdout (empty unless piped), cut at the capture limit with a marker.
     pub stdout: Vec<u8>,
@@ -155,6 +162,11 @@ pub struct RunOutcome {
     /// Why the tracer asked for by the supervisor could not attach ([`run_plan_attached`]);
     /// the task then never ran.
     pub tracer_error: Option<String>,
+    /// bwrap, when the run ended on the supervisor's word ([`crate::supervisor::TaskEnd`])
+    /// while the kernel was still tearing the sandbox down: reaped when the last clone is
+    /// dropped. Dropped once the run's results are handed over, it overlaps their making
+    /// with that teardown.
+    pub teardown: Option<Arc<Teardown>>,
 }
 
 /// Attaches a tracer to the supervisor when it asks ([`exec::TRACE_ME`]), given its pid in
@@ -305,7 +317,8 @@ fn run_plan_full(
     // ([`exec::EXITED`]), while the kernel tears its namespaces down; else once bwrap is gone.
     // The caller's after-task work follows them.
     let mut placeholders = Some(spawned.placeholders);
-    let status = loop {
+    let mut channel = Channel::new(spawned.signal_tx.take());
+    let ended = loop {
         let now = Instant::now();
         if kill_at.is_some_and(|k| now >= k) {
             pidfd_kill(&pidfd, libc::SIGKILL);
@@ -313,29 +326,37 @@ fn run_plan_full(
         }
         if !timed_out && deadline.is_some_and(|d| now >= d) {
             timed_out = true;
-            polite(&mut spawned.signal_tx, libc::SIGTERM);
+            polite(&mut channel.stream, libc::SIGTERM);
             kill_at = Some(now + opts.grace);
         }
         let next = [deadline.filter(|_| !timed_out), kill_at].into_iter().flatten().min();
         let wait_ms = next.map_or(-1, |n| {
             i32::try_from(n.saturating_duration_since(now).as_millis()).unwrap_or(i32::MAX).max(1)
         });
-        let listening = !started || placeholders.is_some();
-        let channel =
-            spawned.signal_tx.as_ref().filter(|_| listening).map_or(-1, |c| c.as_raw_fd());
         let mut fds = [
             libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: opts.control.read_fd(), events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: channel, events: libc::POLLIN, revents: 0 },
+            libc::pollfd {
+                fd: channel.stream.as_ref().map_or(-1, |c| c.as_raw_fd()),
+                events: libc::POLLIN,
+                revents: 0,
+            },
         ];
         // SAFETY: a valid array of three pollfd; a negative fd is ignored.
         unsafe { libc::poll(fds.as_mut_ptr(), 3, wait_ms) };
+        let mut told = None;
         if fds[2].revents != 0 {
-            let heard = read_channel(&mut spawned.signal_tx);
+            let heard = channel.read();
             started |= heard.started;
-            if heard.exited && placeholders.is_some() {
-                drop(placeholders.take());
-                opts.after_task.run(started);
+            if let Some(end) = heard.ended {
+                // Nothing of the sandbox runs any more: the placeholders go and the caller's
+                // work is done while the kernel tears the namespaces down.
+                started = true;
+                if placeholders.is_some() {
+                    drop(placeholders.take());
+                    opts.after_task.run(started);
+                }
+                told = Some(end);
             }
             if let Some(supervisor) = heard.trace_me {
                 let attached = match (tracer.as_mut(), supervisor) {
@@ -344,7 +365,7 @@ fn run_plan_full(
                     (_, None) => Err(crate::Error::run("the supervisor's pid is unknown")),
                 };
                 match attached {
-                    Ok(()) => polite(&mut spawned.signal_tx, i32::from(exec::TRACED)),
+                    Ok(()) => polite(&mut channel.stream, i32::from(exec::TRACED)),
                     Err(e) => {
                         tracer_error = Some(format!("{e}"));
                         pidfd_kill(&pidfd, libc::SIGKILL);
@@ -360,7 +381,7 @@ fn run_plan_full(
                     // A second Ctrl-C: no more waiting.
                     pidfd_kill(&pidfd, libc::SIGKILL);
                 } else {
-                    polite(&mut spawned.signal_tx, sig);
+                    polite(&mut channel.stream, sig);
                     kill_at.get_or_insert(Instant::now() + opts.grace);
                 }
             }
@@ -374,13 +395,19 @@ fn run_plan_full(
             // SAFETY: killpg with integers. The group is the child's own (process_group(0))
             // and its leader is an unreaped zombie now, so the id cannot have been reused.
             unsafe { libc::killpg(pid, libc::SIGKILL) };
-            break wait4(pid)?;
+            let (raw, rusage) = wait4(pid)?;
+            let cpu_time = timeval(rusage.ru_utime) + timeval(rusage.ru_stime);
+            break Ended::Reaped(raw, cpu_time, u64::try_from(rusage.ru_maxrss).unwrap_or(0));
+        }
+        // The run is over; bwrap is reaped by whoever holds the outcome, once done with it.
+        if let Some(end) = told {
+            break Ended::Told(end);
         }
     };
     if !started {
-        started = read_channel(&mut spawned.signal_tx).started;
+        started = channel.read().started;
     }
-    drop(spawned.signal_tx.take());
+    drop(channel);
     let duration = start.elapsed();
 
     // Bounded drain: the readers end at EOF, or we stop waiting after DRAIN_LIMIT.
@@ -400,13 +427,23 @@ fn run_plan_full(
     drop(placeholders);
     opts.after_task.run(started);
 
-    let (raw, rusage) = status;
-    let mut exit_code = if libc::WIFEXITED(raw) {
-        libc::WEXITSTATUS(raw)
-    } else if libc::WIFSIGNALED(raw) {
-        128 + libc::WTERMSIG(raw)
-    } else {
-        125
+    let (mut exit_code, cpu_time, max_rss_kib, teardown) = match ended {
+        Ended::Reaped(raw, cpu_time, max_rss_kib) => {
+            let code = if libc::WIFEXITED(raw) {
+                libc::WEXITSTATUS(raw)
+            } else if libc::WIFSIGNALED(raw) {
+                128 + libc::WTERMSIG(raw)
+            } else {
+                125
+            };
+            (code, cpu_time, max_rss_kib, None)
+        }
+        Ended::Told(end) => (
+            i32::from(end.code),
+            end.cpu_time,
+            end.max_rss_kib,
+            Some(Arc::new(Teardown::new(pid, pidfd))),
+        ),
     };
     if timed_out {
         exit_code = 124;
@@ -421,22 +458,34 @@ fn run_plan_full(
         exit_code = 125;
     }
     let signal = (!timed_out && (129..=128 + 64).contains(&exit_code)).then_some(exit_code - 128);
-    let tv = |t: libc::timeval| {
-        Duration::from_secs(u64::try_from(t.tv_sec).unwrap_or(0))
-            + Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
-    };
     Ok(RunOutcome {
         exit_code,
         signal,
         timed_out,
         duration,
-        cpu_time: tv(rusage.ru_utime) + tv(rusage.ru_stime),
-        max_rss_kib: u64::try_from(rusage.ru_maxrss).unwrap_or(0),
+        cpu_time,
+        max_rss_kib,
         stdout,
         stderr,
         started,
         tracer_error,
+        teardown,
     })
+}
+
+/// A `timeval` as a duration (negative parts as zero).
+fn timeval(t: libc::timeval) -> Duration {
+    Duration::from_secs(u64::try_from(t.tv_sec).unwrap_or(0))
+        + Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
+}
+
+/// How the supervising loop ended.
+enum Ended {
+    /// bwrap exited and was reaped: its wait status, the CPU time and the largest peak
+    /// resident set (KiB) of it and everything it waited for.
+    Reaped(i32, Duration, u64),
+    /// The supervisor told how the task ended; bwrap is still exiting.
+    Told(crate::supervisor::TaskEnd),
 }
 
 /// The read end of a task's piped stream.
@@ -496,48 +545,6 @@ fn capture<R: Read + Send + 'static>(
     // Without a thread the pipe's read end closes with the closure: the task's writes then
     // fail (EPIPE) rather than block, and the drain below sees its sender gone.
     let _ = std::thread::Builder::new().name(name.into()).spawn(reader);
-}
-
-/// What the supervisor said up the channel in one read (its bytes may come together).
-#[derive(Debug, Default)]
-struct Heard {
-    /// [`exec::TRACE_ME`], with the supervisor's pid in this namespace when the message
-    /// carried credentials (`SO_PASSCRED` on our end).
-    trace_me: Option<Option<u32>>,
-    /// [`exec::STARTED`]: the task runs.
-    started: bool,
-    /// [`exec::EXITED`]: the task has exited and nothing else of the sandbox runs.
-    exited: bool,
-}
-
-/// Reads what the supervisor sent up the channel. A closed or failed channel is dropped.
-fn read_channel(channel: &mut Option<UnixStream>) -> Heard {
-    use nix::sys::socket::{ControlMessageOwned, MsgFlags, UnixCredentials, recvmsg};
-    let Some(c) = channel.as_mut() else { return Heard::default() };
-    let mut buf = [0u8; 16];
-    let mut space = nix::cmsg_space!(UnixCredentials);
-    let mut iov = [std::io::IoSliceMut::new(&mut buf)];
-    let got = recvmsg::<()>(c.as_raw_fd(), &mut iov, Some(&mut space), MsgFlags::MSG_DONTWAIT).map(
-        |msg| {
-            let pid = msg.cmsgs().ok().into_iter().flatten().find_map(|m| match m {
-                ControlMessageOwned::ScmCredentials(cred) => u32::try_from(cred.pid()).ok(),
-                _ => None,
-            });
-            (msg.bytes, pid)
-        },
-    );
-    match got {
-        Ok((0, _)) => {
-            *channel = None;
-            Heard::default()
-        }
-        Ok((n, pid)) => Heard {
-            trace_me: buf[..n].contains(&exec::TRACE_ME).then_some(pid),
-            started: buf[..n].contains(&exec::STARTED),
-            exited: buf[..n].contains(&exec::EXITED),
-        },
-        Err(_) => Heard::default(),
-    }
 }
 
 fn polite(tx: &mut Option<UnixStream>, sig: i32) {

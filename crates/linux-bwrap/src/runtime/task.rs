@@ -90,6 +90,18 @@ pub struct Finished {
     pub cwd: AbsPathBuf,
 }
 
+impl Finished {
+    /// The same, with bwrap reaped (see [`RunOutcome::teardown`]), for a run on a thread of
+    /// its own, which must do it before it ends: bwrap's `--die-with-parent` follows the
+    /// thread that started it, and killed while the kernel still tears the sandbox down, it
+    /// would leave the sandbox's pid 1 to whichever process reaps orphans (the caller's, if
+    /// it is a subreaper).
+    pub fn with_bwrap_reaped(mut self) -> Finished {
+        self.outcome.teardown = None;
+        self
+    }
+}
+
 /// Runs the task `request` describes to its end. `load` resolves the policy, given the
 /// placeholders of other live runs (to be taken for missing names); its error comes back
 /// as it is. A failure before the spawn leaves nothing behind.

@@ -5,7 +5,7 @@
 //! ([`super::EXITED`]). With strace inside, what the task left is killed but strace, which
 //! is awaited to write its last lines.
 
-use super::{EXIT_SUPERVISOR, EXITED};
+use super::{EXIT_SUPERVISOR, TaskEnd};
 
 /// Kills every process of the sandbox but this one and strace (whose executable is
 /// [`crate::trace::STRACE_PATH`]): what the task left behind after its group was killed.
@@ -147,9 +147,10 @@ pub(super) fn supervise(
 
 /// Once the task has exited and the supervisor is done (a tracer inside has written its
 /// last lines, the relays are stopped): kills what is left of the sandbox (as the kernel
-/// would when this process, its pid 1, exits), reaps it all, and tells the runner
-/// ([`EXITED`]).
-pub(super) fn end_the_rest(signal_fd: Option<i32>) {
+/// would when this process, its pid 1, exits), reaps it all, and tells the runner how the
+/// task ended ([`TaskEnd`]: [`EXITED`](super::EXITED), `code` and what everything reaped used), which may
+/// then finish while the kernel tears the namespaces down.
+pub(super) fn end_the_rest(signal_fd: Option<i32>, code: i32) {
     // SAFETY: kill with integers: every process of this pid namespace but us.
     unsafe { libc::kill(-1, libc::SIGKILL) };
     loop {
@@ -162,9 +163,15 @@ pub(super) fn end_the_rest(signal_fd: Option<i32>) {
         }
     }
     if let Some(fd) = signal_fd {
-        // SAFETY: sending one byte from a valid buffer, never blocking.
+        let message = TaskEnd::of_children(code).encode();
+        // SAFETY: sending from a valid buffer of its length, never blocking.
         unsafe {
-            libc::send(fd, [EXITED].as_ptr().cast(), 1, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT)
+            libc::send(
+                fd,
+                message.as_ptr().cast(),
+                message.len(),
+                libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+            )
         };
     }
 }

@@ -126,7 +126,7 @@ fn run(args: &[OsString]) -> Result<i32, String> {
     let (code, signal_fd) = supervise(task, sfd, args.signal_fd);
     // Bounded: a record write stuck on a full pipe must not keep the sandbox alive.
     server.stop(std::time::Duration::from_secs(1));
-    end_the_rest(signal_fd);
+    end_the_rest(signal_fd, code);
     Ok(code)
 }
 

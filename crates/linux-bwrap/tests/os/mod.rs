@@ -178,6 +178,10 @@ const TESTS: &[(&str, Test)] = &[
     ),
     ("a_corrupt_filter_fails_closed", a_corrupt_filter_fails_closed),
     (
+        "the_end_is_told_before_bwrap_exits_and_bwrap_is_reaped_with_the_outcome",
+        the_end_is_told_before_bwrap_exits_and_bwrap_is_reaped_with_the_outcome,
+    ),
+    (
         "an_inner_mount_that_cannot_be_made_fails_closed",
         an_inner_mount_that_cannot_be_made_fails_closed,
     ),
@@ -628,6 +632,34 @@ fn a_corrupt_filter_fails_closed() {
     assert_eq!(outcome.exit_code, 125, "{}", String::from_utf8_lossy(&outcome.stderr));
     assert!(!target.exists(), "the task never ran");
     assert!(String::from_utf8_lossy(&outcome.stderr).contains("seccomp"));
+}
+
+/// The supervisor tells the task's end up the signal channel once everything of the sandbox
+/// is killed and reaped, and the run ends on its word while the kernel tears the sandbox
+/// down: the task's code and usage, nothing the task left still running, and bwrap reaped
+/// once the outcome is dropped (no zombie left to whoever embeds the runner).
+fn the_end_is_told_before_bwrap_exits_and_bwrap_is_reaped_with_the_outcome() {
+    use paddock_linux_bwrap::runtime::exec::{Output, Stream};
+    let s = Scratch::new("told");
+    let runtime = paddock_linux_bwrap::runtime::runtime_dir::RuntimeDir::create().unwrap();
+    let plan = s.plan(&s.policy(), runtime.path().as_path(), &["leave-sleeper"]);
+    let opts = RunOptions {
+        stdio: Output { stdin: Stream::Null, stdout: Stream::Null, stderr: Stream::Inherit },
+        ..RunOptions::new().unwrap()
+    };
+    let outcome = run_plan_in(&plan, &opts, Some(runtime.path().as_path())).unwrap();
+    assert_eq!(outcome.exit_code, 5, "{outcome:?}");
+    assert!(outcome.teardown.is_some(), "the run ended on the supervisor's word: {outcome:?}");
+    assert!(outcome.max_rss_kib > 0 && outcome.cpu_time > Duration::ZERO, "{outcome:?}");
+    let left = live_processes(|cmd| cmd.contains("__probe\0sleep"));
+    assert!(left.is_empty(), "the task's sleeper outlived the told end: {left:?}");
+    let bwrap = opts.control.pid();
+    assert!(bwrap > 0);
+    drop(outcome);
+    // SAFETY: waitpid without a status pointer, not waiting.
+    let rc = unsafe { libc::waitpid(bwrap, std::ptr::null_mut(), libc::WNOHANG) };
+    let errno = std::io::Error::last_os_error().raw_os_error();
+    assert_eq!((rc, errno), (-1, Some(libc::ECHILD)), "bwrap {bwrap} is reaped with the outcome");
 }
 
 /// Runs a plan a test changed, its output piped, to its end.

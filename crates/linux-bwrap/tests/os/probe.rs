@@ -127,6 +127,17 @@ pub fn main(args: &[OsString]) -> i32 {
             0
         }
         "exit" => arg.to_str().and_then(|a| a.parse().ok()).unwrap_or(0),
+        "leave-sleeper" => {
+            // Out of the task's process group, so that only the end of the whole sandbox
+            // reaches it; not waited for.
+            use std::os::unix::process::CommandExt;
+            #[allow(clippy::disallowed_methods)] // the probe, inside the sandbox
+            let spawned = std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["__probe", "sleep"])
+                .process_group(0)
+                .spawn();
+            if spawned.is_ok() { 5 } else { 2 }
+        }
         _ => {
             eprintln!("unknown probe {what:?}");
             2

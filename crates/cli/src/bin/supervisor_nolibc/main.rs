@@ -55,7 +55,8 @@ mod constants {
     /// The byte sent up the signal channel once the task has been started.
     pub const STARTED: u8 = b'S';
     /// The byte sent up the signal channel once the task has exited and every process of
-    /// the sandbox has been killed and reaped.
+    /// the sandbox has been killed and reaped, first of the task's end
+    /// (`paddock_linux_bwrap::supervisor::TaskEnd`: `supervise::task_end`).
     pub const EXITED: u8 = b'E';
     /// Where bwrap binds the masked file for the inner masks.
     pub const INNER_MASK_PATH: &core::ffi::CStr = c"/dev/.paddock-masked";

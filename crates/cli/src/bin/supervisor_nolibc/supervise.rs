@@ -429,14 +429,27 @@ fn die(code: c_int, parts: &[&[u8]]) -> ! {
 }
 
 /// Once the task has exited: kills what is left of the sandbox (as the kernel would when
-/// this process, its pid 1, exits), reaps it all, and tells the runner ([`EXITED`]), which
-/// may then clean up while the kernel tears the namespaces down.
-fn end_the_rest(signal_fd: Option<c_int>) {
+/// this process, its pid 1, exits), reaps it all, and tells the runner how the task ended
+/// ([`task_end`]), which may then finish while the kernel tears the namespaces down.
+fn end_the_rest(signal_fd: Option<c_int>, code: c_int) {
     sys::kill(-1, libc::SIGKILL);
     while sys::reap_waiting().is_ok() {}
     if let Some(fd) = signal_fd {
-        sys::send_byte(fd, EXITED);
+        let (cpu_micros, max_rss_kib) = sys::children_usage();
+        sys::send(fd, &task_end(code, cpu_micros, max_rss_kib));
     }
+}
+
+/// The task's end as the runner reads it (`paddock_linux_bwrap::supervisor::TaskEnd`, the
+/// tests check the two agree): [`EXITED`], the exit code, the CPU time of everything reaped
+/// in microseconds and the largest peak resident set in KiB, both little-endian.
+pub fn task_end(code: c_int, cpu_micros: u64, max_rss_kib: u64) -> [u8; 18] {
+    let mut out = [0u8; 18];
+    out[0] = EXITED;
+    out[1] = u8::try_from(code).unwrap_or(EXIT_SUPERVISOR as u8);
+    out[2..10].copy_from_slice(&cpu_micros.to_le_bytes());
+    out[10..18].copy_from_slice(&max_rss_kib.to_le_bytes());
+    out
 }
 
 /// The exit code for a wait status: the task's, 128+N for signal N.
@@ -489,8 +502,9 @@ fn supervise(
         // Reap everything reparented to us; return when the task itself is gone.
         while let Ok(Some((pid, status))) = sys::reap_any() {
             if pid == task {
-                end_the_rest(signal_fd);
-                return Ok(status_code(status));
+                let code = status_code(status);
+                end_the_rest(signal_fd, code);
+                return Ok(code);
             }
         }
         let due = fds[2].revents & libc::POLLIN != 0 || sys::monotonic_nanos() >= serve_by;

@@ -170,8 +170,28 @@ pub fn setpgid(pid: c_int, pgid: c_int) {
 
 /// One byte on a socket, never blocking and never raising SIGPIPE.
 pub fn send_byte(fd: c_int, byte: u8) {
+    send(fd, &[byte]);
+}
+
+/// `bytes` on a socket in one call, never blocking and never raising SIGPIPE.
+pub fn send(fd: c_int, bytes: &[u8]) {
     let flags = libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT;
-    let _ = call!(libc::SYS_sendto, fd, &raw const byte, 1, flags, 0, 0);
+    let _ = call!(libc::SYS_sendto, fd, bytes.as_ptr(), bytes.len(), flags, 0, 0);
+}
+
+/// What the children reaped so far used (`getrusage(RUSAGE_CHILDREN)`): user + system CPU
+/// time in microseconds and the largest one's peak resident set in KiB; zeros on failure.
+pub fn children_usage() -> (u64, u64) {
+    // SAFETY: an all-zero rusage is a valid value to be overwritten.
+    let mut usage: libc::rusage = unsafe { core::mem::zeroed() };
+    if call!(libc::SYS_getrusage, libc::RUSAGE_CHILDREN, &raw mut usage).is_err() {
+        return (0, 0);
+    }
+    let micros = |t: libc::timeval| {
+        (t.tv_sec.max(0) as u64).saturating_mul(1_000_000).saturating_add(t.tv_usec.max(0) as u64)
+    };
+    let cpu = micros(usage.ru_utime).saturating_add(micros(usage.ru_stime));
+    (cpu, usage.ru_maxrss.max(0) as u64)
 }
 
 pub fn chdir(path: *const u8) -> Result<(), Errno> {

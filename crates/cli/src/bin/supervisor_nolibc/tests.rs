@@ -148,6 +148,16 @@ fn the_shared_constants_are_the_runners() {
     assert_eq!(EXIT_NOT_FOUND, full::EXIT_NOT_FOUND);
     assert_eq!(STARTED, full::STARTED);
     assert_eq!(EXITED, full::EXITED);
+    let end = crate::supervise::task_end(137, 1_234_567, 9000);
+    assert_eq!(end.len(), full::TaskEnd::LEN);
+    assert_eq!(
+        full::TaskEnd::decode(&end),
+        Some(full::TaskEnd {
+            code: 137,
+            cpu_time: std::time::Duration::from_micros(1_234_567),
+            max_rss_kib: 9000
+        })
+    );
     assert_eq!(POLITE_SIGNALS, full::POLITE_SIGNALS);
     assert_eq!(PAYLOAD_VERSION, paddock_linux_bwrap::payload::PAYLOAD_VERSION);
     assert_eq!(SUPERVISE_SUBCOMMAND, paddock_linux_bwrap::SUPERVISE_SUBCOMMAND.as_bytes());
