@@ -229,6 +229,7 @@ fn write_manifest_of<'a>(
     // write the new one out first) but in a second write of one run.
     let aside = dir.join(MANIFEST_ASIDE);
     let f = std::fs::OpenOptions::new()
+        .read(true)
         .write(true)
         .create(true)
         .mode(0o600)

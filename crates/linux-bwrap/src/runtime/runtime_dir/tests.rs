@@ -10,6 +10,32 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
 }
 
 #[test]
+fn an_overwrite_writes_over_the_old_records_only() {
+    use std::os::unix::fs::FileExt;
+    let dir = std::env::temp_dir().join(format!("paddock-overwrite-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("list");
+    let mut options = std::fs::OpenOptions::new();
+    let file = options.read(true).write(true).create(true).truncate(true).open(&path).unwrap();
+    // A long list once (past one read), then padding a later write must not touch.
+    let long: Vec<u8> = (0..600).flat_map(|i| format!("f /p/name-{i}\0").into_bytes()).collect();
+    assert!(long.len() > 4096);
+    overwrite(&file, &long).unwrap();
+    assert_eq!(records_end(&file).unwrap(), long.len());
+    file.write_all_at(b"SENTINEL", 200_000).unwrap();
+    overwrite(&file, b"f /p/b\0").unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(&bytes[..7], b"f /p/b\0");
+    assert!(bytes[7..long.len()].iter().all(|&b| b == 0), "the old records are gone");
+    assert_eq!(&bytes[200_000..], b"SENTINEL", "nothing past them was written");
+    assert_eq!(placeholders::parse_manifest(&bytes[..200_000]).len(), 1);
+    overwrite(&file, b"").unwrap();
+    assert_eq!(records_end(&file).unwrap(), 0);
+    assert!(std::fs::read(&path).unwrap()[..long.len()].iter().all(|&b| b == 0));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn uses_are_rewritten_in_place_and_cleared_without_shrinking_the_lock_file() {
     let _serial = one_at_a_time();
     let run = RuntimeDir::create().unwrap();
