@@ -49,7 +49,7 @@ pub fn musl(root: &Path, release: bool) -> Result<Option<PathBuf>> {
         );
         return Ok(None);
     }
-    let mut cmd = cargo_for(Some(MUSL_TARGET));
+    let mut cmd = cargo();
     cmd.args(["build", "-p", "paddock", "--bins", "--target", MUSL_TARGET]);
     if release {
         cmd.arg("--release");
@@ -58,19 +58,6 @@ pub fn musl(root: &Path, release: bool) -> Result<Option<PathBuf>> {
     nolibc_supervisor(release, Some(MUSL_TARGET));
     let profile = if release { "release" } else { "debug" };
     Ok(Some(target_dir(root).join(MUSL_TARGET).join(profile)))
-}
-
-/// `cargo`, for `target`: for [`MUSL_TARGET`] every crate is compiled for a static
-/// executable that is not position-independent (`-C relocation-model=static`, unless the
-/// caller set `RUSTFLAGS`, which cargo puts first). A static PIE relocates itself at every
-/// start (7,000 relocations in `paddock`, each page of its relocated data copied on write):
-/// `paddock --version` took 0.50 ms as one and 0.28 ms without (A/B, 300 rounds).
-fn cargo_for(target: Option<&str>) -> Command {
-    let mut cmd = cargo();
-    if target == Some(MUSL_TARGET) {
-        cmd.env("CARGO_TARGET_X86_64_UNKNOWN_LINUX_MUSL_RUSTFLAGS", "-C relocation-model=static");
-    }
-    cmd
 }
 
 /// Whether rustup has `target`, installing it when it can (the musl build here, the macOS
@@ -87,20 +74,19 @@ pub fn rustup_target(target: &str) -> bool {
 /// build` made. Without glibc's static libraries (Debian: libc6-dev) the dynamic one stays,
 /// and this says so.
 pub fn static_supervisor(release: bool) {
-    if let Err(e) = relink(release, None, "paddock-supervisor", STATIC_EXE) {
+    if let Err(e) =
+        relink(release, None, "paddock-supervisor", &["-C", "target-feature=+crt-static"])
+    {
         eprintln!(
             "xtask: paddock-supervisor stays dynamically linked ({e:#}); install glibc's static libraries (libc6-dev) for the static one"
         );
     }
 }
 
-/// A static executable that is not position-independent (see [`cargo_for`]).
-const STATIC_EXE: &[&str] = &["-C", "target-feature=+crt-static", "-C", "relocation-model=static"];
-
 /// Links `bin` of the `paddock` package again with `rustc_flags` for it alone (`cargo rustc`),
 /// over the one `cargo build` made (release or debug profile, the host's target or `target`).
 fn relink(release: bool, target: Option<&str>, bin: &str, rustc_flags: &[&str]) -> Result<()> {
-    let mut cmd = cargo_for(target);
+    let mut cmd = cargo();
     cmd.arg("rustc");
     if release {
         cmd.arg("--release");
@@ -133,7 +119,7 @@ pub fn static_paddock(release: bool) {
         );
         return;
     }
-    if let Err(e) = relink(release, None, "paddock", STATIC_EXE) {
+    if let Err(e) = relink(release, None, "paddock", &["-C", "target-feature=+crt-static"]) {
         eprintln!(
             "xtask: paddock stays dynamically linked ({e:#}); install glibc's static libraries (libc6-dev) for the static one"
         );
