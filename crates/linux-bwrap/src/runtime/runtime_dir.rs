@@ -480,7 +480,7 @@ pub(crate) fn overwrite(file: &File, text: &[u8]) -> io::Result<()> {
 /// Where the records of `file` end. Each [`overwrite`] leaves its records followed by NULs
 /// only, and no record is empty, so the padding begins at a NUL that starts the file or
 /// follows another NUL.
-fn records_end(file: &File) -> io::Result<usize> {
+pub(crate) fn records_end(file: &File) -> io::Result<usize> {
     use std::os::unix::fs::FileExt;
     let mut buf = [0u8; 4096];
     let (mut at, mut after_nul) = (0usize, true);

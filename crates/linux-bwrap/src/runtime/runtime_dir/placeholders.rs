@@ -6,7 +6,6 @@
 //! made; with spares ([`crate::runtime::runtime_dir::spares`]) it is renamed in and out instead. A placeholder
 //! another live run binds is left for the last run out ([`crate::runtime::runtime_dir`]).
 
-use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -155,13 +154,19 @@ fn is_kind(path: &Path, dir: bool) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|m| if dir { m.is_dir() } else { m.is_file() })
 }
 
-/// Appends `path` to the paths the run in `runtime_dir` binds (its lock file's list).
-fn record_use(runtime_dir: &Path, path: &Path) -> std::io::Result<()> {
-    let mut lock = std::fs::OpenOptions::new()
-        .append(true)
+/// Adds `path` to the paths the run in `runtime_dir` binds (its lock file's list), right
+/// after the records there, before the padding ([`crate::runtime::runtime_dir::overwrite`]
+/// writes over the records only, so nothing may follow the padding).
+pub(super) fn record_use(runtime_dir: &Path, path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let lock = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
         .custom_flags(libc::O_NOFOLLOW)
         .open(runtime_dir.join(crate::runtime::runtime_dir::LOCK_FILE))?;
-    lock.write_all(&manifest_bytes(std::iter::once((path, false))))
+    let end = crate::runtime::runtime_dir::records_end(&lock)?;
+    let record = manifest_bytes(std::iter::once((path, false)));
+    lock.write_all_at(&record, u64::try_from(end).unwrap_or(u64::MAX))
 }
 
 impl Drop for Placeholders {

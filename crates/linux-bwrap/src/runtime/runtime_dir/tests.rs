@@ -36,6 +36,26 @@ fn an_overwrite_writes_over_the_old_records_only() {
 }
 
 #[test]
+fn a_borrowed_use_goes_before_the_padding_and_is_cleared_with_the_list() {
+    let _serial = one_at_a_time();
+    let run = RuntimeDir::create().unwrap();
+    let dir = run.path().as_path();
+    let uses = || {
+        let bytes = std::fs::read(dir.join(LOCK_FILE)).unwrap();
+        placeholders::parse_manifest(&bytes).into_iter().map(|(p, _)| p).collect::<Vec<_>>()
+    };
+    let (long, short) = (Path::new("/p/a-long-protected-name"), Path::new("/p/b"));
+    run.record_uses([long].into_iter()).unwrap();
+    // A shorter list leaves padding where the longer one was.
+    run.record_uses([short].into_iter()).unwrap();
+    let borrowed = Path::new("/p/borrowed-placeholder");
+    placeholders::record_use(dir, borrowed).unwrap();
+    assert_eq!(uses(), [short, borrowed]);
+    clear_uses(dir);
+    assert_eq!(uses(), Vec::<PathBuf>::new(), "a use left behind keeps another run's placeholder");
+}
+
+#[test]
 fn uses_are_rewritten_in_place_and_cleared_without_shrinking_the_lock_file() {
     let _serial = one_at_a_time();
     let run = RuntimeDir::create().unwrap();
