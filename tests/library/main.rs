@@ -500,3 +500,60 @@ fn a_subreaper_running_tasks_is_left_no_orphan_of_theirs() {
     assert!(codes.iter().all(|&c| c == 0), "{codes:?}");
     assert!(left.is_empty(), "orphans of the sandboxes reached this subreaper: {left:?}");
 }
+
+/// A descriptor the task runner holds for its own children (a make jobserver's, say: open
+/// and inheritable) stays inheritable after it runs sandboxes, and reaches none of them:
+/// the sandbox's side closes or marks what it must in its own descriptor table, never in
+/// the runner's.
+#[test]
+fn the_runners_inheritable_descriptors_stay_its_own() {
+    use std::os::unix::ffi::OsStrExt;
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !sandbox_here() {
+        return;
+    }
+    let s = Scratch::new("inherit");
+    let canary = s.root.join("jobserver-canary");
+    std::fs::write(&canary, "x").unwrap();
+    let path = std::ffi::CString::new(canary.as_os_str().as_bytes()).unwrap();
+    // SAFETY: open without O_CLOEXEC, as an inherited jobserver descriptor is, moved above
+    // the numbers a sandbox's descriptors are placed at (F_DUPFD leaves the flag clear).
+    let fd = unsafe {
+        let low = libc::open(path.as_ptr(), libc::O_RDONLY);
+        let high = libc::fcntl(low, libc::F_DUPFD, 100);
+        libc::close(low);
+        high
+    };
+    assert!(fd >= 100);
+    let reaches = |pid: u32| {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| std::fs::read_link(e.path()).is_ok_and(|l| l == canary))
+    };
+    // Each way a sandbox starts: bwrap started before the plan (untraced, observed), or
+    // after it (a task whose streams the prespawned bwrap did not get).
+    let mut codes = Vec::new();
+    let mut seen = Vec::new();
+    for mode in [paddock::ItemizeMode::Off, paddock::ItemizeMode::Auto] {
+        let sandbox = s.builder("").itemize(mode).build().unwrap();
+        let mut child =
+            sandbox.spawn(Command::new("sleep").arg("2").stdout(Stdio::null())).unwrap();
+        let bwrap = child.id();
+        if reaches(bwrap) || paddock_test_support::children_of(bwrap).into_iter().any(reaches) {
+            seen.push(format!("{mode:?}"));
+        }
+        codes.push(child.wait().unwrap().exit_code);
+        codes.push(
+            sandbox.run(Command::new("true").stdout(Stdio::piped())).unwrap().report.exit_code,
+        );
+    }
+    // SAFETY: fcntl with integers.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    // SAFETY: closing our own descriptor.
+    unsafe { libc::close(fd) };
+    assert!(codes.iter().all(|&c| c == 0), "{codes:?}");
+    assert!(seen.is_empty(), "bwrap or the supervisor held the runner's descriptor: {seen:?}");
+    assert_eq!(flags, 0, "the runner's inheritable descriptor was marked close-on-exec");
+}

@@ -426,6 +426,7 @@ fn spawn_posix(
         actions.add_dup2(high.as_raw_fd(), dst)?;
         moved.push(high);
     }
+    unshared_descriptors(&mut actions, &all, max_target)?;
     let readers = (streams.stdout, streams.stderr);
     // SAFETY: `PosixSpawnFileActions` is `repr(transparent)` over the libc type; the path
     // is a valid NUL-terminated string that outlives the call (glibc copies it).
@@ -482,22 +483,59 @@ fn spawn_posix(
     Ok(SpawnedChild { pid: pid.as_raw(), stdout: readers.0, stderr: readers.1 })
 }
 
+/// The `posix_spawn` child's part of the descriptor sweep (FSR-06, ENV-03), after its
+/// descriptors are placed: with glibc, every other one above 2 is closed there, those above
+/// the targets by one action (`posix_spawn_file_actions_addclosefrom_np`, glibc 2.34) and
+/// those between them one by one (closing one that is not open is no error there). Other C
+/// libraries have no such action: this process's descriptors are marked close-on-exec
+/// instead, which the `paddock` binary built for musl may do (its process is all its own).
+fn unshared_descriptors(
+    actions: &mut nix::spawn::PosixSpawnFileActions,
+    pairs: &[(RawFd, RawFd)],
+    max_target: RawFd,
+) -> std::io::Result<()> {
+    #[cfg(target_env = "gnu")]
+    {
+        for fd in (3..=max_target).filter(|fd| !pairs.iter().any(|p| p.1 == *fd)) {
+            actions.add_close(fd)?;
+        }
+        // SAFETY: `PosixSpawnFileActions` is `repr(transparent)` over the libc type.
+        let rc = unsafe {
+            libc::posix_spawn_file_actions_addclosefrom_np(
+                std::ptr::from_mut(actions).cast::<libc::posix_spawn_file_actions_t>(),
+                max_target + 1,
+            )
+        };
+        if rc != 0 {
+            return Err(std::io::Error::from_raw_os_error(rc));
+        }
+        Ok(())
+    }
+    #[cfg(not(target_env = "gnu"))]
+    {
+        let _ = (actions, pairs, max_target);
+        // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only changes flags.
+        let rc = unsafe {
+            libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC)
+        };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
 /// For a child spawned without a fork of its own (`posix_spawn`, a `vfork`-style child):
-/// marks every descriptor of this process close-on-exec (every one it owns is already: std
-/// and this crate open them so; this catches those it inherited, FSR-06, ENV-03), then
-/// duplicates each source of `pairs` above every target. Returns each copy with its target,
-/// for the child to `dup2` there (which clears close-on-exec there): a source sitting on
-/// another's target is never clobbered.
+/// duplicates each source of `pairs` above every target, close-on-exec. Returns each copy
+/// with its target, for the child to `dup2` there (which clears close-on-exec there): a
+/// source sitting on another's target is never clobbered. Every other descriptor is the
+/// child's to close or mark ([`unshared_descriptors`]), never this process's: a task runner
+/// embedding the library keeps the ones it means its own children to inherit (a make
+/// jobserver's), which a mark in its own table would take from them.
 pub(crate) fn moved_above(
     pairs: &[(RawFd, RawFd)],
     max_target: RawFd,
 ) -> std::io::Result<Vec<(OwnedFd, RawFd)>> {
-    // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only changes flags.
-    let rc =
-        unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
     let mut moved = Vec::with_capacity(pairs.len());
     for (src, dst) in pairs {
         // SAFETY: duplicating a descriptor we own to a free number above every target.

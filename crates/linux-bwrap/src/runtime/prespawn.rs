@@ -564,7 +564,12 @@ impl ChildSetup {
                 sys(libc::SYS_exit_group, [127, 0, 0, 0, 0, 0]);
             }
             sys(libc::SYS_setpgid, [0; 6]);
-            let mut ok = sys(libc::SYS_chdir, [c"/".as_ptr() as usize, 0, 0, 0, 0, 0]) == 0;
+            // Every descriptor of this child's table (the runner's, copied at the clone)
+            // close-on-exec, then those placed below: nothing the runner's caller holds
+            // reaches bwrap (FSR-06, ENV-03), and the caller's own table stays as it is.
+            let cloexec = libc::CLOSE_RANGE_CLOEXEC as usize;
+            let mut ok = sys(libc::SYS_close_range, [3, u32::MAX as usize, cloexec, 0, 0, 0]) == 0;
+            ok = ok && sys(libc::SYS_chdir, [c"/".as_ptr() as usize, 0, 0, 0, 0, 0]) == 0;
             for &(fd, dst) in &self.targets {
                 // dup3 (the sources are above every target, never equal to one).
                 ok = ok
@@ -595,7 +600,7 @@ impl ChildSetup {
 /// a child that first moves itself to this process's other CPUs, if it has any; returns it,
 /// and this process's affinity when it did move. What the child does before it executes is
 /// what `posix_spawn` would: its own process group, `/` as cwd, the descriptors moved (every
-/// other one is close-on-exec: `exec::moved_above`), signal handlers back to their default
+/// other one made close-on-exec there), signal handlers back to their default
 /// (`SIGPIPE` too; glibc's internal signals as they are here), an empty signal mask.
 ///
 /// On x86-64 the child runs beside the runner (`vfork::spawn_beside`), which goes on with

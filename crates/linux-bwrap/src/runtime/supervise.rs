@@ -386,6 +386,12 @@ fn run_plan_full(
                 }
             }
         }
+        // The run is over; bwrap is reaped by whoever holds the outcome, once done with it
+        // (also when it has exited already: the report's usage is then the supervisor's
+        // word however fast bwrap was).
+        if let Some(end) = told {
+            break Ended::Told(end);
+        }
         if fds[0].revents != 0 {
             // The child's whole process group goes with it: a tracer's children outlive it if
             // it dies before they exec (strace's child waits stopped for the attach), and a
@@ -398,10 +404,6 @@ fn run_plan_full(
             let (raw, rusage) = wait4(pid)?;
             let cpu_time = timeval(rusage.ru_utime) + timeval(rusage.ru_stime);
             break Ended::Reaped(raw, cpu_time, u64::try_from(rusage.ru_maxrss).unwrap_or(0));
-        }
-        // The run is over; bwrap is reaped by whoever holds the outcome, once done with it.
-        if let Some(end) = told {
-            break Ended::Told(end);
         }
     };
     if !started {

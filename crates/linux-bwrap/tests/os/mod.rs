@@ -642,7 +642,9 @@ fn the_end_is_told_before_bwrap_exits_and_bwrap_is_reaped_with_the_outcome() {
     use paddock_linux_bwrap::runtime::exec::{Output, Stream};
     let s = Scratch::new("told");
     let runtime = paddock_linux_bwrap::runtime::runtime_dir::RuntimeDir::create().unwrap();
-    let plan = s.plan(&s.policy(), runtime.path().as_path(), &["leave-sleeper"]);
+    // Its name marks this test's sleeper apart from any other test's.
+    let marker = format!("told-{}", std::process::id());
+    let plan = s.plan(&s.policy(), runtime.path().as_path(), &["leave-sleeper", &marker]);
     let opts = RunOptions {
         stdio: Output { stdin: Stream::Null, stdout: Stream::Null, stderr: Stream::Inherit },
         ..RunOptions::new().unwrap()
@@ -651,7 +653,7 @@ fn the_end_is_told_before_bwrap_exits_and_bwrap_is_reaped_with_the_outcome() {
     assert_eq!(outcome.exit_code, 5, "{outcome:?}");
     assert!(outcome.teardown.is_some(), "the run ended on the supervisor's word: {outcome:?}");
     assert!(outcome.max_rss_kib > 0 && outcome.cpu_time > Duration::ZERO, "{outcome:?}");
-    let left = live_processes(|cmd| cmd.contains("__probe\0sleep"));
+    let left = live_processes(|cmd| cmd.contains("__probe\0sleep") && cmd.contains(&marker));
     assert!(left.is_empty(), "the task's sleeper outlived the told end: {left:?}");
     let bwrap = opts.control.pid();
     assert!(bwrap > 0);

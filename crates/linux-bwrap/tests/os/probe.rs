@@ -134,6 +134,7 @@ pub fn main(args: &[OsString]) -> i32 {
             #[allow(clippy::disallowed_methods)] // the probe, inside the sandbox
             let spawned = std::process::Command::new(std::env::current_exe().unwrap())
                 .args(["__probe", "sleep"])
+                .arg(arg)
                 .process_group(0)
                 .spawn();
             if spawned.is_ok() { 5 } else { 2 }
