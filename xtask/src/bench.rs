@@ -122,6 +122,9 @@ impl std::fmt::Display for Stats {
     }
 }
 
+/// Names the `paddock` binary `bench spawn` runs instead of building this checkout's.
+const BENCH_PADDOCK_ENV: &str = "PADDOCK_BENCH_PADDOCK";
+
 /// Runs each command once per round, in turn, for [`RUNS`] rounds after three warm-up
 /// rounds: every configuration sees the same machine state.
 fn interleaved(cmds: &mut [&mut dyn FnMut() -> Command]) -> Result<Vec<Stats>> {
@@ -293,7 +296,15 @@ fn make_mount_points(
 }
 
 fn spawn(root: &Path) -> Result<()> {
-    let paddock = crate::build::release(root)?;
+    // Another build's binaries (with their supervisors beside them), to compare two builds
+    // in the same harness: the library's rows stay this checkout's.
+    let paddock = match std::env::var_os(BENCH_PADDOCK_ENV) {
+        Some(path) => {
+            println!("bench spawn: {BENCH_PADDOCK_ENV}={}", Path::new(&path).display());
+            PathBuf::from(path)
+        }
+        None => crate::build::release(root)?,
+    };
     let project = std::env::temp_dir().join("paddock-bench-project");
     let baseline = std::env::temp_dir().join("paddock-bench-baseline");
     std::fs::create_dir_all(&project)?;
