@@ -58,10 +58,12 @@ pub fn run_untraced(
 }
 
 /// Runs `plan` with strace around bwrap (everything before the supervisor's `execve` is
-/// setup and is not classified). When strace fails on its own (the task never started and
-/// strace traced no call, not even bwrap's `execve`), the task is run once more untraced,
-/// and the notes say so. Only the supervisor's word and strace's pipe decide this, never
-/// the task's output: a task printing a strace-like last line is not run again.
+/// setup and is not classified). When strace fails on its own (it exited, the task never
+/// started and strace traced no call, not even bwrap's `execve`), the task is run once more
+/// untraced, and the notes say so. Only the supervisor's word, strace's pipe and how strace
+/// ended decide this, never the task's output: a task printing a strace-like last line is
+/// not run again, and a strace killed by a signal (the caller's kill, or anyone's) did not
+/// fail on its own: its sandbox goes with it and nothing runs in its place.
 pub fn around(run: Run<'_>, topts: &TraceOptions) -> Result<Ran> {
     let Run { plan, policy, cwd, opts, runtime_dir } = run;
     let traced = wrap(plan.clone(), topts);
@@ -69,7 +71,7 @@ pub fn around(run: Run<'_>, topts: &TraceOptions) -> Result<Ran> {
     let outcome = run_plan_with(&traced.plan, opts, runtime_dir, vec![(write, traced.fd)])?;
     let finished = reader.finish();
     let traced_a_call = finished.as_ref().is_some_and(|f| f.traced_a_call);
-    if !outcome.started && !outcome.timed_out && !traced_a_call {
+    if !outcome.started && !outcome.timed_out && !traced_a_call && outcome.killed_by.is_none() {
         opts.notes.push("strace failed before the task started (its message is above); running the task once more without itemizing denials");
         let outcome = run_untraced(plan, opts, runtime_dir)?;
         return Ok(Ran { outcome, itemized_by: None, violations: Vec::new() });

@@ -159,6 +159,10 @@ pub struct RunOutcome {
     /// Whether the supervisor reported that the task started (false: the sandbox, or a
     /// tracer wrapping it, failed before the task ran).
     pub started: bool,
+    /// The signal that ended the process the run started (bwrap, or the tracer around it),
+    /// when a signal did: the caller's kill, or someone else's. `None` when it exited, and
+    /// when the run ended on the supervisor's word.
+    pub killed_by: Option<i32>,
     /// Why the tracer asked for by the supervisor could not attach ([`run_plan_attached`]);
     /// the task then never ran.
     pub tracer_error: Option<String>,
@@ -429,11 +433,13 @@ fn run_plan_full(
     drop(placeholders);
     opts.after_task.run(started);
 
+    let mut killed_by = None;
     let (mut exit_code, cpu_time, max_rss_kib, teardown) = match ended {
         Ended::Reaped(raw, cpu_time, max_rss_kib) => {
             let code = if libc::WIFEXITED(raw) {
                 libc::WEXITSTATUS(raw)
             } else if libc::WIFSIGNALED(raw) {
+                killed_by = Some(libc::WTERMSIG(raw));
                 128 + libc::WTERMSIG(raw)
             } else {
                 125
@@ -453,10 +459,16 @@ fn run_plan_full(
         // The task never ran; the caller says why and runs it another way.
         exit_code = 125;
     } else if !started {
-        // bwrap failed before the supervisor forked the task: paddock's own failure.
-        opts.notes.push(
-            "the sandbox could not be set up (bubblewrap's message is above); run `paddock check`",
-        );
+        // bwrap failed before the supervisor forked the task (paddock's own failure), or was
+        // killed (by the caller, or by someone else: then with a tracer around it too).
+        match killed_by {
+            Some(sig) => opts.notes.push(format!(
+                "the sandbox was killed by signal {sig} before the task started; the task did not run"
+            )),
+            None => opts.notes.push(
+                "the sandbox could not be set up (bubblewrap's message is above); run `paddock check`",
+            ),
+        }
         exit_code = 125;
     }
     let signal = (!timed_out && (129..=128 + 64).contains(&exit_code)).then_some(exit_code - 128);
@@ -471,6 +483,7 @@ fn run_plan_full(
         stderr,
         started,
         tracer_error,
+        killed_by,
         teardown,
     })
 }

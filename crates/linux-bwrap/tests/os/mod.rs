@@ -189,6 +189,10 @@ const TESTS: &[(&str, Test)] = &[
         "kill_9_of_the_runner_takes_the_sandbox_with_it",
         kill_9_of_the_runner_takes_the_sandbox_with_it,
     ),
+    (
+        "a_tracer_killed_before_the_task_starts_leaves_nothing_running_in_its_place",
+        a_tracer_killed_before_the_task_starts_leaves_nothing_running_in_its_place,
+    ),
 ];
 
 /// The observers' tests: their plans always need `paddock-supervisor`.
@@ -714,6 +718,51 @@ fn an_inner_mount_that_cannot_be_made_fails_closed() {
     assert_eq!(outcome.exit_code, 125, "{stderr}");
     assert!(!target.exists(), "the task never ran");
     assert!(stderr.contains(gone.to_str().unwrap()), "the path is named: {stderr}");
+}
+
+/// strace around bwrap that dies before the task starts: when it failed on its own (it
+/// exited 1, as strace does when it cannot trace) the task runs once more untraced; when a
+/// signal killed it (someone's `kill -9`), the sandbox goes with it and nothing runs in its
+/// place. A stand-in strace makes each case certain (with the real one, killing it in the
+/// moment between bwrap's `execve` and strace's first line is a race).
+fn a_tracer_killed_before_the_task_starts_leaves_nothing_running_in_its_place() {
+    use paddock_linux_bwrap::runtime::itemized::Run;
+    use std::os::unix::fs::PermissionsExt;
+    for (script, runs_again) in [("kill -9 $$", false), ("echo 'strace: cannot' >&2; exit 1", true)]
+    {
+        let s = Scratch::new("tracer-dies");
+        let strace = s.root.join("strace");
+        std::fs::write(&strace, format!("#!/bin/sh\n{script}\n")).unwrap();
+        std::fs::set_permissions(&strace, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let runtime = paddock_linux_bwrap::runtime::runtime_dir::RuntimeDir::create().unwrap();
+        let target = s.proj.join("RAN");
+        let policy = s.policy();
+        let plan = s.plan(&policy, runtime.path().as_path(), &["write", target.to_str().unwrap()]);
+        let opts = RunOptions {
+            stdio: paddock_linux_bwrap::runtime::exec::Output::PIPED,
+            ..RunOptions::new().unwrap()
+        };
+        let cwd = abs(&s.proj);
+        let run = Run {
+            plan: &plan,
+            policy: &policy,
+            cwd: &cwd,
+            opts: &opts,
+            runtime_dir: Some(runtime.path().as_path()),
+        };
+        let topts =
+            paddock_linux_bwrap::trace::TraceOptions { strace: abs(&strace), seccomp_bpf: false };
+        let ran = paddock_linux_bwrap::runtime::strace::around(run, &topts).unwrap();
+        let notes = opts.notes.take().join("\n");
+        assert_eq!(target.exists(), runs_again, "`{script}`: {:?}\n{notes}", ran.outcome);
+        if runs_again {
+            assert_eq!(ran.outcome.exit_code, 0, "{notes}");
+        } else {
+            assert_eq!(ran.outcome.exit_code, 125, "{notes}");
+            assert_eq!(ran.outcome.killed_by, Some(libc::SIGKILL));
+            assert!(notes.contains("killed by signal 9 before the task started"), "{notes}");
+        }
+    }
 }
 
 /// `__run_sleep MARKER`: performs a plan whose task sleeps, so a test can SIGKILL this runner.
