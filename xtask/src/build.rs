@@ -139,16 +139,20 @@ pub fn nolibc_supervisor(release: bool, target: Option<&str>) {
         );
         return;
     }
-    let flags = [
+    let mut flags = vec![
         ["--cfg", "paddock_nolibc"],
         ["-C", "panic=abort"],
         ["-C", "relocation-model=static"],
         ["-C", "target-feature=+crt-static"],
         ["-C", "link-arg=-nostartfiles"],
         ["-C", "link-arg=-nostdlib"],
-        // Not the start files a musl target brings along either (the default for glibc's).
-        ["-C", "link-self-contained=no"],
     ];
+    // Not the start files a musl target brings along either. Only there: on the glibc
+    // target rustc links with its own `rust-lld`, which the same flag takes away
+    // ("collect2: fatal error: cannot find 'ld'").
+    if target == Some(MUSL_TARGET) {
+        flags.push(["-C", "link-self-contained=no"]);
+    }
     if let Err(e) = relink(release, target, "paddock-supervisor-nolibc", flags.as_flattened()) {
         eprintln!(
             "xtask: paddock-supervisor-nolibc stays linked with the C library ({e:#}); untraced runs start about 0.3 ms later"
