@@ -291,10 +291,7 @@ fn run_plan_full(
             // Closed unused: the supervisor runs nothing and ends.
             Ok(None) => {}
             Err(e) => {
-                pidfd_kill(&pidfd, libc::SIGKILL);
-                // SAFETY: killpg with integers, on our child's own group (see below).
-                unsafe { libc::killpg(pid, libc::SIGKILL) };
-                let _ = wait4(pid);
+                let _ = reap_group(pid);
                 return Err(e);
             }
         }
@@ -397,15 +394,7 @@ fn run_plan_full(
             break Ended::Told(end);
         }
         if fds[0].revents != 0 {
-            // The child's whole process group goes with it: a tracer's children outlive it if
-            // it dies before they exec (strace's child waits stopped for the attach), and a
-            // bwrap that fails after forking leaves its child waiting for a parent that is
-            // gone. The task is never in this group (bwrap's --new-session), and once the
-            // supervisor is gone the kernel has emptied the sandbox's pid namespace.
-            // SAFETY: killpg with integers. The group is the child's own (process_group(0))
-            // and its leader is an unreaped zombie now, so the id cannot have been reused.
-            unsafe { libc::killpg(pid, libc::SIGKILL) };
-            let (raw, rusage) = wait4(pid)?;
+            let (raw, rusage) = reap_group(pid)?;
             let cpu_time = timeval(rusage.ru_utime) + timeval(rusage.ru_stime);
             break Ended::Reaped(raw, cpu_time, u64::try_from(rusage.ru_maxrss).unwrap_or(0));
         }
@@ -592,6 +581,20 @@ pub(crate) fn pidfd_kill(pidfd: &OwnedFd, sig: i32) {
             0,
         )
     };
+}
+
+/// Kills the process group of our child `pid` and reaps the child: its wait status and
+/// usage. The whole group goes with it: a tracer's children outlive it if it dies before
+/// they exec (strace's child waits stopped for the attach), and a bwrap that fails after
+/// forking leaves its child waiting for a parent that is gone. The task is never in this
+/// group (bwrap's `--new-session`), and once the supervisor is gone the kernel has emptied
+/// the sandbox's pid namespace.
+fn reap_group(pid: i32) -> Result<(i32, libc::rusage)> {
+    // SAFETY: killpg with integers. The group is our child's own (process_group(0)), and
+    // the child is not reaped yet (alive, or a zombie leader), so the id cannot have been
+    // reused.
+    unsafe { libc::killpg(pid, libc::SIGKILL) };
+    wait4(pid)
 }
 
 fn wait4(pid: i32) -> Result<(i32, libc::rusage)> {

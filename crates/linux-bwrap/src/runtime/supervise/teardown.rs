@@ -40,11 +40,8 @@ impl Drop for Teardown {
         // SAFETY: one valid pollfd. Readable once bwrap has exited; a failure or the limit
         // goes on to the kill.
         unsafe { libc::poll(&mut pfd, 1, EXIT_WAIT_MS) };
-        // Its whole group, as when the run waited for it (see `run_plan_full`): a zombie
-        // leader keeps the group's id from being reused.
-        // SAFETY: killpg with integers, on our child's own group.
-        unsafe { libc::killpg(self.pid, libc::SIGKILL) };
-        let _ = super::wait4(self.pid);
+        // Its whole group, as when the run waited for it.
+        let _ = super::reap_group(self.pid);
         let after = self.after.get_mut().map(std::mem::take).unwrap_or_default();
         for work in after {
             work();
