@@ -35,15 +35,19 @@ fn an_overwrite_writes_over_the_old_records_only() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The uses recorded in the lock file of the run at `dir`, and the file's size.
+fn recorded_uses(dir: &Path) -> (Vec<PathBuf>, usize) {
+    let bytes = std::fs::read(dir.join(LOCK_FILE)).unwrap();
+    let paths = placeholders::parse_manifest(&bytes).into_iter().map(|(p, _)| p).collect();
+    (paths, bytes.len())
+}
+
 #[test]
 fn a_borrowed_use_goes_before_the_padding_and_is_cleared_with_the_list() {
     let _serial = one_at_a_time();
     let run = RuntimeDir::create().unwrap();
     let dir = run.path().as_path();
-    let uses = || {
-        let bytes = std::fs::read(dir.join(LOCK_FILE)).unwrap();
-        placeholders::parse_manifest(&bytes).into_iter().map(|(p, _)| p).collect::<Vec<_>>()
-    };
+    let uses = || recorded_uses(dir).0;
     let (long, short) = (Path::new("/p/a-long-protected-name"), Path::new("/p/b"));
     run.record_uses([long].into_iter()).unwrap();
     // A shorter list leaves padding where the longer one was.
@@ -60,14 +64,7 @@ fn uses_are_rewritten_in_place_and_cleared_without_shrinking_the_lock_file() {
     let _serial = one_at_a_time();
     let run = RuntimeDir::create().unwrap();
     let dir = run.path().as_path();
-    let read = || {
-        let bytes = std::fs::read(dir.join(LOCK_FILE)).unwrap();
-        let paths: Vec<PathBuf> = crate::runtime::runtime_dir::placeholders::parse_manifest(&bytes)
-            .into_iter()
-            .map(|(p, _)| p)
-            .collect();
-        (paths, bytes.len())
-    };
+    let read = || recorded_uses(dir);
     let (long, short) = (Path::new("/p/a-long-protected-name"), Path::new("/p/b"));
     run.record_uses([long, short].into_iter()).unwrap();
     let (paths, size) = read();
