@@ -223,7 +223,9 @@ fn a_hook_a_left_behind_writer_keeps_arming_is_disarmed_for_good_after_the_run()
         return;
     }
     let hook = s.project.join("n/.git/hooks/pre-commit");
-    let script = "git init -q n && (while :; do printf '#!/bin/sh\\n' > n/.git/hooks/pre-commit; chmod 755 n/.git/hooks/pre-commit; done) 2>/dev/null & sleep 0.1";
+    // The task ends once the writer has armed the hook (not after a fixed time: under strace
+    // on a loaded machine `git init` alone can outlast it), leaving the writer behind.
+    let script = "git init -q n && { (while :; do printf '#!/bin/sh\\n' > n/.git/hooks/pre-commit; chmod 755 n/.git/hooks/pre-commit; done) 2>/dev/null & } && i=0 && while [ ! -x n/.git/hooks/pre-commit ] && [ $i -lt 3000 ]; do sleep 0.01; i=$((i+1)); done";
     for flags in [&[][..], &["--itemize", "off"]] {
         let _ = std::fs::remove_dir_all(s.project.join("n"));
         let (report, out) = run(&s, flags, script);
