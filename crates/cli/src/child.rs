@@ -280,7 +280,9 @@ fn prespawn(
     let kind = PrespawnKind::for_run(inner.itemize, inner.toggles, &inner.facts)?;
     let bwrap = inner.facts.bwrap.as_deref().and_then(paddock_policy::AbsPathBuf::new_lexical)?;
     let notifier = paddock_linux_bwrap::probe::notifier_of(&inner.facts);
-    Prespawned::start_for(&bwrap, kind.observed(), streams(command), notifier).ok()
+    let private_network =
+        !matches!(inner.policy.allow.network.value, paddock_policy::NetworkRule::On);
+    Prespawned::start_for(&bwrap, kind.observed(), streams(command), notifier, private_network).ok()
 }
 
 /// Where `command`'s standard streams go.

@@ -140,6 +140,37 @@ impl PrivateNamespace {
     }
 }
 
+/// A new network namespace for the process that calls it, with its loopback device up (the
+/// kernel gives it 127.0.0.1 and ::1 as it comes up), as bwrap's `--unshare-net` makes one:
+/// made by the child that executes a waiting bwrap ([`crate::runtime::prespawn`]) before it
+/// does, so that bwrap, given `--share-net`, keeps it and creates none while the sandbox is
+/// set up. Needs `CAP_SYS_ADMIN` (root, or the user namespace [`PrivateNamespace`] makes).
+///
+/// # Safety
+/// As [`PrivateNamespace::enter_with`]: `sys` makes system call `nr` with `args`.
+pub(crate) unsafe fn enter_new_network_with(
+    sys: unsafe fn(libc::c_long, [usize; 6]) -> isize,
+) -> Result<(), i32> {
+    let call = |nr: libc::c_long, args: [usize; 6]| -> Result<usize, i32> {
+        // SAFETY: the caller's promise; every pointer passed below is to this frame.
+        let r = unsafe { sys(nr, args) };
+        usize::try_from(r).map_err(|_| i32::try_from(-r).unwrap_or(libc::EINVAL))
+    };
+    call(libc::SYS_unshare, [libc::CLONE_NEWNET as usize, 0, 0, 0, 0, 0])?;
+    let kind = (libc::SOCK_DGRAM | libc::SOCK_CLOEXEC) as usize;
+    let sock = call(libc::SYS_socket, [libc::AF_INET as usize, kind, 0, 0, 0, 0])?;
+    // SAFETY: an all-zero ifreq is a valid one (an empty name, no flags).
+    let mut up: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (slot, byte) in up.ifr_name.iter_mut().zip(b"lo") {
+        *slot = *byte as libc::c_char;
+    }
+    up.ifr_ifru.ifru_flags = libc::IFF_UP as libc::c_short;
+    let request = libc::SIOCSIFFLAGS as usize;
+    let done = call(libc::SYS_ioctl, [sock, request, std::ptr::from_ref(&up) as usize, 0, 0, 0]);
+    let _ = call(libc::SYS_close, [sock, 0, 0, 0, 0, 0]);
+    done.map(drop)
+}
+
 /// `struct mount_attr` of `<linux/mount.h>` (the libc crate does not define it).
 #[repr(C)]
 struct MountAttr {

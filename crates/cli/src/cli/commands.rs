@@ -333,7 +333,7 @@ fn prespawn_for(
     let bwrap = facts.bwrap.as_deref().and_then(AbsPathBuf::new_lexical)?;
     match early {
         Some(pre) if pre.program() == &bwrap && pre.is_observed() == kind.observed() => Some(pre),
-        _ => start(kind, &bwrap),
+        _ => start(kind, &bwrap, args.network.as_deref() != Some("on")),
     }
 }
 
@@ -369,18 +369,38 @@ pub fn prespawn_early(argv: &[std::ffi::OsString]) -> Option<Prespawned> {
             .is_ok()
     })?;
     let bwrap = paddock_linux_bwrap::probe::trusted_bwrap()?;
-    start(kind, &bwrap)
+    start(kind, &bwrap, !early_network_on(argv))
+}
+
+/// Whether a raw `paddock run` command line puts the task on the host's network
+/// (`--network on`): its bwrap cannot wait in a network namespace of its own then. A config
+/// that says so is read later; its run spawns a bwrap of its own.
+#[cfg(target_os = "linux")]
+fn early_network_on(argv: &[std::ffi::OsString]) -> bool {
+    let mut on = false;
+    let mut args = argv.iter().skip(2).map(|a| a.to_str());
+    while let Some(arg) = args.next() {
+        match arg {
+            Some("--") | None => break,
+            Some("--network") => on = args.next().flatten() == Some("on"),
+            Some(a) if a.starts_with("--network=") => on = a == "--network=on",
+            _ => {}
+        }
+    }
+    on
 }
 
 /// Starts `bwrap` of `kind` for a run whose streams are the binary's own; `None` when it
 /// cannot be started (the spawn then says why).
 #[cfg(target_os = "linux")]
-fn start(kind: PrespawnKind, bwrap: &AbsPathBuf) -> Option<Prespawned> {
+fn start(kind: PrespawnKind, bwrap: &AbsPathBuf, private_network: bool) -> Option<Prespawned> {
     let inherit = paddock_linux_bwrap::runtime::exec::Output::INHERIT;
     let notifier =
         kind.observed().then(paddock_linux_bwrap::probe::notifier_beside_this_process).flatten();
+    let observed = kind.observed();
     let mut pre =
-        Prespawned::start_for(bwrap, kind.observed(), inherit, notifier.as_deref()).ok()?;
+        Prespawned::start_for(bwrap, observed, inherit, notifier.as_deref(), private_network)
+            .ok()?;
     // This process is all the runner's. Only an observed run's: its observer threads and
     // the child mounting in bwrap's namespace would take turns with bwrap's start-up, while
     // an untraced run's runner alone was slower pinned (ARCHITECTURE.md, "The `paddock`

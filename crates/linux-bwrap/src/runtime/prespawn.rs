@@ -5,11 +5,23 @@
 //! spends about as long after its own start loading the config, resolving the policy,
 //! planning and placing the placeholders. Every plan has the same bwrap command line
 //! ([`crate::bwrap_argv`]) and payload descriptors, so bwrap can start first
-//! and wait, blocked on an empty pipe at [`ARGS_FD`], with empty memfds at the payload
-//! descriptors and the signal channel at [`SIGNAL_FD`]. Once planned, the payloads are
-//! written into the memfds, then the arguments into the pipe, which is closed: bwrap goes
-//! on. The task's standard streams are given to bwrap from the start (inherited, `/dev/null`
-//! or pipes: a library caller's command says which before its plan exists).
+//! and wait, blocked on an empty pipe at [`ARGS_FD`], with another pipe at [`SUPERVISOR_FD`],
+//! empty memfds at the other payload descriptors and the signal channel at [`SIGNAL_FD`].
+//! Once planned, the arguments are written into their pipe, which is closed: bwrap goes on.
+//! Only then, while bwrap sets the sandbox up, the runner makes what the supervisor alone
+//! needs (the placeholders it mounts inside: `after_args` of
+//! [`crate::runtime::exec::Waiting::complete`]), writes the memfds, and last the supervisor's
+//! payload into its pipe, which it closes. The supervisor reads that payload to the pipe's
+//! end before anything else, so it starts on a whole payload, written after everything it
+//! reads later, or on one cut short (the runner killed or failed in between), which it
+//! refuses. The task's standard streams are given to bwrap from the start (inherited,
+//! `/dev/null` or pipes: a library caller's command says which before its plan exists).
+//!
+//! A run whose network is not the host's gets a bwrap waiting in a network namespace of its
+//! own, made (with its loopback up) by the child before it executes bwrap, where that child
+//! may (as root, or in the observed run's user namespace): bwrap is told `--share-net` and
+//! keeps it, so that the dearest part of its clone is done while the runner plans. A plan on
+//! the host's network does not fit such a bwrap.
 //!
 //! A run itemized by the observers gets a bwrap waiting in a private mount namespace (and a
 //! user namespace mapping the runner's ids, when not root) that the child makes before it
@@ -36,7 +48,8 @@
 //! A runner killed before it has written everything leaves bwrap reading arguments cut
 //! short: the supervisor's bind is the last of them, and bwrap's command is the supervisor,
 //! so nothing runs (and the supervisor refuses to run anything unless it is the sandbox's
-//! pid 1). Arguments up to the pipe's capacity are written with one `write`.
+//! pid 1); killed after, it leaves the supervisor a payload cut short, which runs nothing
+//! either. Arguments up to the pipe's capacity are written with one `write`.
 
 use std::fs::File;
 use std::io::{Seek, SeekFrom, Write};
@@ -114,6 +127,8 @@ pub struct Prespawned {
     args: Option<File>,
     /// The runner's ends of the payload memfds, with the descriptor each is at in bwrap.
     payloads: Vec<(RawFd, File)>,
+    /// The pipe the supervisor reads its payload from, at [`SUPERVISOR_FD`] in bwrap.
+    payload_pipe: Option<PayloadPipe>,
     signal_tx: Option<UnixStream>,
     /// The runner's CPU affinity, given back to bwrap before its setup, when it started on
     /// fewer CPUs.
@@ -135,6 +150,9 @@ pub struct Prespawned {
     /// Whether this process's threads are kept on the runner's CPU until bwrap gets its
     /// setup ([`Prespawned::keep_runner_off_bwraps_cpus`]).
     runner_pinned: bool,
+    /// Whether bwrap waits in a network namespace of its own, made by the child that
+    /// executed it: it is told to keep it ([`with_network_kept`]).
+    private_network: bool,
 }
 
 impl std::fmt::Debug for Prespawned {
@@ -150,7 +168,7 @@ impl Prespawned {
     /// Starts `bwrap` with every plan's command line and descriptors, waiting for its
     /// arguments.
     pub fn start(bwrap: &AbsPathBuf) -> Result<Prespawned> {
-        Prespawned::start_for(bwrap, false, Output::INHERIT, None)
+        Prespawned::start_for(bwrap, false, Output::INHERIT, None, false)
     }
 
     /// [`Prespawned::start`] for a run itemized by the observers: bwrap waits in a private
@@ -160,7 +178,7 @@ impl Prespawned {
     /// and mounts the observer and the plan's self mounts there, as the child of an
     /// unprepared spawn does before it executes bwrap; then bwrap gets its setup.
     pub fn start_observed(bwrap: &AbsPathBuf) -> Result<Prespawned> {
-        Prespawned::start_for(bwrap, true, Output::INHERIT, None)
+        Prespawned::start_for(bwrap, true, Output::INHERIT, None, false)
     }
 
     /// [`Prespawned::start`] (or [`Prespawned::start_observed`] when `observed`) for a run
@@ -169,13 +187,20 @@ impl Prespawned {
     /// `notifier`, for an observed run: `paddock-supervisor`, when
     /// `paddock-supervisor-nolibc` may start the run ([`crate::probe::notifier_beside`]):
     /// bwrap gets its copy nobody may read ([`crate::nolibc::with_notifier`]).
+    /// `private_network`: the run is expected to have a network namespace of its own (its
+    /// network is not the host's): the child makes it before it executes bwrap, when it may
+    /// (as root, or in the user namespace of an observed run's), so that bwrap's setup,
+    /// later, creates none; a plan on the host's network then does not fit.
     pub fn start_for(
         bwrap: &AbsPathBuf,
         observed: bool,
         output: Output,
         notifier: Option<&Path>,
+        private_network: bool,
     ) -> Result<Prespawned> {
         let namespace = observed.then(crate::private_ns::PrivateNamespace::for_this_process);
+        let private_network = private_network
+            && (observed || crate::private_ns::PrivateNamespace::for_this_process().is_root());
         let (args_r, args_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .context("cannot create bwrap's argument pipe")?;
         let mut keep: Vec<OwnedFd> = vec![args_r];
@@ -205,9 +230,14 @@ impl Prespawned {
             pairs.push((fd.as_raw_fd(), NOTIFIER_EXE_FD));
         }
         let notify_bpf = (crate::nolibc::NOTIFY_BPF_PAYLOAD, NOTIFY_BPF_FD);
+        // The supervisor reads its payload to the end of a pipe: written and closed last,
+        // once the other payloads are in their memfds (see the module doc).
+        let (payload_r, payload_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .context("cannot create the supervisor's payload pipe")?;
+        pairs.push((payload_r.as_raw_fd(), SUPERVISOR_FD));
+        let payload_pipe = PayloadPipe { write: File::from(payload_w), read: payload_r };
         let mut payloads = Vec::new();
         for (name, fd) in [
-            ("supervisor", SUPERVISOR_FD),
             ("seccomp-bpf", SECCOMP_FD),
             (crate::mount_ids::PAYLOAD_NAME, crate::mount_ids::MOUNT_IDS_FD),
         ]
@@ -222,8 +252,9 @@ impl Prespawned {
         pairs.push((theirs.as_raw_fd(), SIGNAL_FD));
         keep.push(OwnedFd::from(theirs));
         let max_target = pairs.iter().map(|p| p.1).max().unwrap_or(2);
-        let (starting, affinity) = spawn_elsewhere(bwrap, &pairs, max_target, namespace.clone())
-            .with_context(|| format!("cannot start {}", bwrap))?;
+        let (starting, affinity) =
+            spawn_elsewhere(bwrap, &pairs, max_target, namespace.clone(), private_network)
+                .with_context(|| format!("cannot start {}", bwrap))?;
         // The child has copies of its own.
         drop(keep);
         let child =
@@ -235,6 +266,7 @@ impl Prespawned {
             program: bwrap.clone(),
             args: Some(File::from(args_w)),
             payloads,
+            payload_pipe: Some(payload_pipe),
             signal_tx: Some(ours),
             namespace,
             record,
@@ -242,6 +274,7 @@ impl Prespawned {
             notifier,
             output,
             runner_pinned: false,
+            private_network,
         })
     }
 
@@ -307,11 +340,16 @@ impl Prespawned {
     }
 
     fn fits_plan(&self, plan: &SpawnPlan, output: Output, simple: bool) -> bool {
-        let descriptors = plan
-            .payloads
-            .iter()
-            .all(|p| p.fd == ARGS_FD || self.payloads.iter().any(|(fd, _)| *fd == p.fd));
+        let descriptors = plan.payloads.iter().all(|p| match p.fd {
+            ARGS_FD => true,
+            SUPERVISOR_FD => {
+                self.payload_pipe.as_ref().is_some_and(|pipe| pipe.holds(p.bytes.len()))
+            }
+            fd => self.payloads.iter().any(|(at, _)| *at == fd),
+        });
+        let args = plan.payloads.iter().find(|p| p.fd == ARGS_FD).map_or(&[][..], |p| &p.bytes);
         simple
+            && (!self.private_network || with_network_kept(args).is_some())
             && output == self.output
             && plan.program == self.program
             && plan.argv == crate::bwrap_argv()
@@ -384,13 +422,18 @@ impl Prespawned {
         }
     }
 
-    /// Writes `plan`'s payloads into the memfds, then its arguments into the pipe and closes
-    /// it: bwrap goes on. Returns the child and the runner's end of the signal channel.
+    /// Writes `plan`'s arguments into the pipe and closes it: bwrap goes on. Then, while
+    /// bwrap sets the sandbox up, runs `after_args` (what only the supervisor needs, made
+    /// meanwhile) and writes the payloads: into the memfds, the supervisor's last, into its
+    /// pipe, which is closed. Returns the child and the runner's end of the signal channel.
+    /// On an error after the arguments, bwrap is killed and reaped: its supervisor, reading
+    /// a payload cut short, would run nothing anyway.
     fn complete_plan(
         mut self,
         plan: &SpawnPlan,
         observer: Option<&crate::observe_fs::ObserverMount>,
         self_mounts: &crate::private_ns::SelfMounts,
+        after_args: &mut dyn FnMut() -> Result<()>,
     ) -> Result<(SpawnedChild, Option<UnixStream>)> {
         if !self.started() {
             bail!("{} did not start", self.program);
@@ -400,19 +443,6 @@ impl Prespawned {
             program: self.program.as_path().to_path_buf(),
             source,
         })?;
-        for payload in &plan.payloads {
-            if payload.fd == ARGS_FD {
-                continue;
-            }
-            if let Some((_, file)) = self.payloads.iter_mut().find(|(fd, _)| *fd == payload.fd) {
-                // The memfd's offset is shared with bwrap's copy: back to the start for the
-                // supervisor's read.
-                file.write_all(&payload.bytes)
-                    .and_then(|()| file.seek(SeekFrom::Start(0)).map(drop))
-                    .with_context(|| format!("cannot prepare the {} payload", payload.name))?;
-            }
-        }
-        self.release_runner();
         if let (Some(set), Some(child)) = (&self.affinity, &self.child) {
             // bwrap waits for its setup: it forks the sandbox once it has read it.
             // SAFETY: sched_setaffinity on our own child with a valid set.
@@ -421,11 +451,87 @@ impl Prespawned {
             };
         }
         let args = plan.payloads.iter().find(|p| p.fd == ARGS_FD).map_or(&[][..], |p| &p.bytes);
+        let kept;
+        let args = if self.private_network {
+            kept = with_network_kept(args).context("the plan does not keep a private network")?;
+            &kept[..]
+        } else {
+            args
+        };
         let mut pipe = self.args.take().context("bwrap's arguments were written already")?;
         pipe.write_all(args).context("cannot hand bwrap its arguments")?;
         drop(pipe);
+        // From here on an error drops `self`, which kills and reaps bwrap. The runner stays
+        // off bwrap's CPUs until the rest is made.
+        after_args()?;
+        self.release_runner();
+        for payload in plan.payloads.iter().filter(|p| p.fd != ARGS_FD && p.fd != SUPERVISOR_FD) {
+            if let Some((_, file)) = self.payloads.iter_mut().find(|(fd, _)| *fd == payload.fd) {
+                // The memfd's offset is shared with bwrap's copy: back to the start for the
+                // supervisor's read.
+                file.write_all(&payload.bytes)
+                    .and_then(|()| file.seek(SeekFrom::Start(0)).map(drop))
+                    .with_context(|| format!("cannot prepare the {} payload", payload.name))?;
+            }
+        }
+        let supervisor =
+            plan.payloads.iter().find(|p| p.fd == SUPERVISOR_FD).map_or(&[][..], |p| &p.bytes);
+        self.payload_pipe
+            .take()
+            .context("the supervisor's payload was written already")?
+            .hand(supervisor)
+            .context("cannot hand the supervisor its payload")?;
         let child = self.child.take().context("bwrap is gone")?;
         Ok((child, self.signal_tx.take()))
+    }
+}
+
+/// bwrap's arguments `args` (NUL-terminated, [`crate::ops`]'s order: `--unshare-all`
+/// first) for a bwrap that waits in the sandbox's network namespace already: `--share-net`
+/// added after `--unshare-all`, so that it keeps that one. `None` when the plan is on the
+/// host's network (it says `--share-net` itself) or does not start with `--unshare-all`.
+fn with_network_kept(args: &[u8]) -> Option<Vec<u8>> {
+    const ALL: &[u8] = b"--unshare-all\0";
+    const SHARE: &[u8] = b"--share-net\0";
+    let rest = args.strip_prefix(ALL)?;
+    if args.split(|b| *b == 0).any(|field| field == &SHARE[..SHARE.len() - 1]) {
+        return None;
+    }
+    Some([ALL, SHARE, rest].concat())
+}
+
+/// The pipe the supervisor reads its payload from until its end. The runner keeps a read
+/// end until it has written, so that the write never meets a pipe without readers (a bwrap
+/// that failed its setup), and a payload is handed only when the pipe holds it whole: the
+/// write never waits for the supervisor either.
+struct PayloadPipe {
+    write: File,
+    read: OwnedFd,
+}
+
+impl PayloadPipe {
+    /// Whether the pipe holds `len` bytes at once (grown to, when it can be).
+    fn holds(&self, len: usize) -> bool {
+        let fd = self.write.as_raw_fd();
+        // SAFETY: fcntl on a descriptor we own, with integer arguments.
+        let size = unsafe { libc::fcntl(fd, libc::F_GETPIPE_SZ) };
+        if usize::try_from(size).is_ok_and(|size| size >= len) {
+            return true;
+        }
+        let Ok(wanted) = libc::c_int::try_from(len) else { return false };
+        // SAFETY: as above; the kernel rounds the size up or refuses it.
+        let size = unsafe { libc::fcntl(fd, libc::F_SETPIPE_SZ, wanted) };
+        usize::try_from(size).is_ok_and(|size| size >= len)
+    }
+
+    /// Writes `bytes` and closes the pipe: the supervisor reads them to their end.
+    fn hand(mut self, bytes: &[u8]) -> std::io::Result<()> {
+        if !self.holds(bytes.len()) {
+            return Err(std::io::Error::other("the pipe cannot hold the payload"));
+        }
+        self.write.write_all(bytes)?;
+        drop(self.read);
+        Ok(())
     }
 }
 
@@ -437,7 +543,8 @@ impl Drop for Prespawned {
             let _ = starting.executed();
         }
         if let Some(child) = self.child.take() {
-            // Killed before it reads its (never written) arguments, then reaped.
+            // Killed before it reads its (never written) arguments, or before its supervisor
+            // has a whole payload, then reaped.
             // SAFETY: kill on our own child, not reaped yet, so the pid is still its.
             unsafe { libc::kill(child.pid, libc::SIGKILL) };
             let _ = child.wait();
@@ -493,6 +600,9 @@ struct ChildSetup {
     others: Option<libc::cpu_set_t>,
     /// The namespace the child enters before it executes bwrap (an observed run's).
     namespace: Option<crate::private_ns::PrivateNamespace>,
+    /// Whether the child makes the sandbox's network namespace then
+    /// ([`crate::private_ns::enter_new_network_with`]).
+    private_network: bool,
     /// The errno of the child's `execve`, once it failed.
     failed: std::sync::atomic::AtomicI32,
 }
@@ -563,6 +673,12 @@ impl ChildSetup {
                 self.failed.store(errno, Ordering::Release);
                 sys(libc::SYS_exit_group, [127, 0, 0, 0, 0, 0]);
             }
+            if self.private_network
+                && let Err(errno) = crate::private_ns::enter_new_network_with(sys)
+            {
+                self.failed.store(errno, Ordering::Release);
+                sys(libc::SYS_exit_group, [127, 0, 0, 0, 0, 0]);
+            }
             sys(libc::SYS_setpgid, [0; 6]);
             // Every descriptor of this child's table (the runner's, copied at the clone)
             // close-on-exec, then those placed below: nothing the runner's caller holds
@@ -612,6 +728,7 @@ fn spawn_elsewhere(
     pairs: &[(RawFd, RawFd)],
     max_target: RawFd,
     namespace: Option<crate::private_ns::PrivateNamespace>,
+    private_network: bool,
 ) -> Result<(Starting, Option<libc::cpu_set_t>)> {
     use std::ffi::CString;
     use std::os::unix::ffi::OsStrExt;
@@ -652,6 +769,7 @@ fn spawn_elsewhere(
         targets,
         others,
         namespace,
+        private_network,
         failed: std::sync::atomic::AtomicI32::new(0),
     });
 
@@ -733,8 +851,9 @@ impl crate::runtime::exec::Waiting for Prespawned {
         plan: &SpawnPlan,
         observer: Option<&crate::observe_fs::ObserverMount>,
         self_mounts: &crate::private_ns::SelfMounts,
+        after_args: &mut dyn FnMut() -> Result<()>,
     ) -> Result<(SpawnedChild, Option<UnixStream>)> {
-        self.complete_plan(plan, observer, self_mounts)
+        self.complete_plan(plan, observer, self_mounts, after_args)
     }
 }
 

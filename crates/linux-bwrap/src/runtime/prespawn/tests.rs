@@ -153,7 +153,8 @@ fn an_observed_prespawn_holds_the_notifiers_copy_and_takes_a_plan_without_libc()
     std::fs::create_dir_all(&dir).unwrap();
     let source = dir.join("paddock-test-notifier");
     std::fs::write(&source, format!("{}", std::process::id())).unwrap();
-    let mut pre = Prespawned::start_for(&bwrap, true, Output::INHERIT, Some(&source)).unwrap();
+    let mut pre =
+        Prespawned::start_for(&bwrap, true, Output::INHERIT, Some(&source), false).unwrap();
     let copy = {
         let (_, fd) = pre.notifier.as_ref().expect("the copy was made and opened");
         std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap()
@@ -202,4 +203,124 @@ fn an_observed_prespawn_holds_the_notifiers_copy_and_takes_a_plan_without_libc()
     assert!(!pre.fits(&light, Output::INHERIT, &shape(vec![RECORD_FD, 12])));
     drop(pre);
     cleanup();
+}
+
+#[test]
+fn a_plan_keeps_the_network_namespace_its_bwrap_waits_in_unless_it_is_on_the_hosts() {
+    let args = |words: &[&str]| words.iter().flat_map(|w| [w.as_bytes(), b"\0"].concat()).collect();
+    let private: Vec<u8> = args(&["--unshare-all", "--as-pid-1", "--ro-bind", "/", "/"]);
+    let kept = with_network_kept(&private).expect("a private network is kept");
+    assert_eq!(kept, args(&["--unshare-all", "--share-net", "--as-pid-1", "--ro-bind", "/", "/"]));
+    let host: Vec<u8> = args(&["--unshare-all", "--share-net", "--as-pid-1"]);
+    assert_eq!(with_network_kept(&host), None, "the host's network");
+    let other: Vec<u8> = args(&["--as-pid-1", "--unshare-all"]);
+    assert_eq!(with_network_kept(&other), None, "not in the order a plan has");
+    // A path that merely ends like the option is not it.
+    let path: Vec<u8> = args(&["--unshare-all", "--ro-bind", "/x--share-net", "/y"]);
+    assert!(with_network_kept(&path).is_some());
+}
+
+/// Whether the loopback device of the network namespace at `ns` is up, looked at from a
+/// thread of its own that joins it (a network namespace is a thread's).
+fn loopback_up_in(ns: std::path::PathBuf) -> bool {
+    std::thread::spawn(move || {
+        let ns = File::open(ns).unwrap();
+        // SAFETY: setns on a descriptor we own, for this thread only.
+        assert_eq!(unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+        // SAFETY: socket with integer arguments; the result is checked.
+        let sock = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+        assert!(sock >= 0);
+        // SAFETY: an all-zero ifreq is valid; ioctl gets a pointer to it, then the socket is
+        // closed.
+        let flags = unsafe {
+            let mut req: libc::ifreq = std::mem::zeroed();
+            req.ifr_name[0] = b'l' as libc::c_char;
+            req.ifr_name[1] = b'o' as libc::c_char;
+            let ok = libc::ioctl(sock, libc::SIOCGIFFLAGS as _, &mut req) == 0;
+            libc::close(sock);
+            assert!(ok, "SIOCGIFFLAGS: {}", std::io::Error::last_os_error());
+            req.ifr_ifru.ifru_flags
+        };
+        flags & libc::IFF_UP as libc::c_short != 0
+    })
+    .join()
+    .unwrap()
+}
+
+#[test]
+fn a_bwrap_waiting_in_a_network_of_its_own_has_loopback_up_and_fits_only_plans_off_the_host() {
+    let Some(bwrap) = installed_bwrap() else { return };
+    if !crate::private_ns::PrivateNamespace::for_this_process().is_root() {
+        paddock_test_support::skip("not root: a plain bwrap waits on the runner's network", None);
+        return;
+    }
+    let mut pre = Prespawned::start_for(&bwrap, false, Output::INHERIT, None, true).unwrap();
+    assert!(pre.started());
+    assert!(pre.private_network);
+    let pid = pre.child.as_ref().unwrap().pid;
+    let ns = |who: &str| std::fs::read_link(format!("/proc/{who}/ns/net")).unwrap();
+    assert_ne!(ns(&pid.to_string()), ns("self"), "bwrap waits in a network namespace of its own");
+    assert!(loopback_up_in(format!("/proc/{pid}/ns/net").into()), "its loopback is up");
+    let shape = crate::runtime::exec::SpawnShape {
+        extra: Vec::new(),
+        inherits: Vec::new(),
+        observer: false,
+        self_mounts: false,
+    };
+    let plan_for = |network| {
+        let policy = paddock_policy::ResolvedPolicy { network, ..crate::tests::policy() };
+        let facts = paddock_policy::HostFacts {
+            bwrap: Some(bwrap.as_path().into()),
+            ..crate::tests::facts()
+        };
+        paddock_policy::Backend::plan(&crate::LinuxBwrap, &policy, &crate::tests::task(), &facts)
+            .unwrap()
+    };
+    use crate::runtime::exec::Waiting;
+    use paddock_policy::NetworkPolicy;
+    let off = plan_for(NetworkPolicy::Off);
+    assert!(pre.fits(&off, Output::INHERIT, &shape), "a plan of its own network fits");
+    let on = plan_for(NetworkPolicy::On);
+    assert!(!pre.fits(&on, Output::INHERIT, &shape), "the host's network does not");
+    drop(pre);
+    // SAFETY: kill with signal 0 only checks for the process.
+    assert_ne!(unsafe { libc::kill(pid, 0) }, 0, "killed and reaped");
+    // Not asked for, bwrap waits on the runner's network.
+    let mut plain = Prespawned::start(&bwrap).unwrap();
+    assert!(plain.started());
+    let pid = plain.child.as_ref().unwrap().pid;
+    assert_eq!(ns(&pid.to_string()), ns("self"));
+    assert!(plain.fits(&on, Output::INHERIT, &shape));
+}
+
+#[test]
+fn a_failure_after_bwrap_has_its_arguments_kills_it_and_hands_the_supervisor_nothing() {
+    let Some(bwrap) = installed_bwrap() else { return };
+    let mut pre = Prespawned::start(&bwrap).unwrap();
+    assert!(pre.started());
+    let pid = pre.child.as_ref().unwrap().pid;
+    let facts =
+        paddock_policy::HostFacts { bwrap: Some(bwrap.as_path().into()), ..crate::tests::facts() };
+    let plan = paddock_policy::Backend::plan(
+        &crate::LinuxBwrap,
+        &crate::tests::policy(),
+        &crate::tests::task(),
+        &facts,
+    )
+    .unwrap();
+    let mut asked = false;
+    let mut fail = || -> Result<()> {
+        asked = true;
+        // bwrap has its arguments: its payload pipe is still empty and open.
+        let its = std::fs::read_link(format!("/proc/{pid}/fd/{SUPERVISOR_FD}")).unwrap();
+        assert!(its.to_string_lossy().starts_with("pipe:"), "{}", its.display());
+        Err(crate::Error::run("a placeholder could not be made"))
+    };
+    let pre: Box<dyn crate::runtime::exec::Waiting> = Box::new(pre);
+    let mounts = crate::private_ns::SelfMounts::default();
+    let err = pre.complete(&plan, None, &mounts, &mut fail).unwrap_err();
+    assert!(asked);
+    assert!(err.to_string().contains("a placeholder could not be made"), "{err}");
+    // SAFETY: kill with signal 0 only checks for the process.
+    assert_ne!(unsafe { libc::kill(pid, 0) }, 0, "killed and reaped");
 }
