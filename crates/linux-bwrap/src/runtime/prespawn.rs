@@ -443,6 +443,7 @@ impl Prespawned {
             program: self.program.as_path().to_path_buf(),
             source,
         })?;
+        self.release_runner();
         if let (Some(set), Some(child)) = (&self.affinity, &self.child) {
             // bwrap waits for its setup: it forks the sandbox once it has read it.
             // SAFETY: sched_setaffinity on our own child with a valid set.
@@ -461,10 +462,8 @@ impl Prespawned {
         let mut pipe = self.args.take().context("bwrap's arguments were written already")?;
         pipe.write_all(args).context("cannot hand bwrap its arguments")?;
         drop(pipe);
-        // From here on an error drops `self`, which kills and reaps bwrap. The runner stays
-        // off bwrap's CPUs until the rest is made.
+        // From here on an error drops `self`, which kills and reaps bwrap.
         after_args()?;
-        self.release_runner();
         for payload in plan.payloads.iter().filter(|p| p.fd != ARGS_FD && p.fd != SUPERVISOR_FD) {
             if let Some((_, file)) = self.payloads.iter_mut().find(|(fd, _)| *fd == payload.fd) {
                 // The memfd's offset is shared with bwrap's copy: back to the start for the
