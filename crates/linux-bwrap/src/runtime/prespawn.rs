@@ -349,7 +349,7 @@ impl Prespawned {
         });
         let args = plan.payloads.iter().find(|p| p.fd == ARGS_FD).map_or(&[][..], |p| &p.bytes);
         simple
-            && (!self.private_network || with_network_kept(args).is_some())
+            && (!self.private_network || off_the_hosts_network(args))
             && output == self.output
             && plan.program == self.program
             && plan.argv == crate::bwrap_argv()
@@ -490,13 +490,20 @@ impl Prespawned {
 /// added after `--unshare-all`, so that it keeps that one. `None` when the plan is on the
 /// host's network (it says `--share-net` itself) or does not start with `--unshare-all`.
 fn with_network_kept(args: &[u8]) -> Option<Vec<u8>> {
-    const ALL: &[u8] = b"--unshare-all\0";
-    const SHARE: &[u8] = b"--share-net\0";
-    let rest = args.strip_prefix(ALL)?;
-    if args.split(|b| *b == 0).any(|field| field == &SHARE[..SHARE.len() - 1]) {
-        return None;
-    }
-    Some([ALL, SHARE, rest].concat())
+    let rest = args.strip_prefix(UNSHARE_ALL).filter(|_| off_the_hosts_network(args))?;
+    Some([UNSHARE_ALL, SHARE_NET, rest].concat())
+}
+
+/// `--unshare-all`, NUL-terminated as bwrap's arguments are.
+const UNSHARE_ALL: &[u8] = b"--unshare-all\0";
+/// `--share-net`, NUL-terminated.
+const SHARE_NET: &[u8] = b"--share-net\0";
+
+/// Whether bwrap's arguments `args` start with `--unshare-all` and never say `--share-net`:
+/// a plan whose bwrap may be given the network namespace it waits in ([`with_network_kept`]).
+fn off_the_hosts_network(args: &[u8]) -> bool {
+    args.starts_with(UNSHARE_ALL)
+        && !args.split(|b| *b == 0).any(|field| field == &SHARE_NET[..SHARE_NET.len() - 1])
 }
 
 /// The pipe the supervisor reads its payload from until its end. The runner keeps a read

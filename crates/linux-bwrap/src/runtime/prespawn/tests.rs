@@ -220,6 +220,14 @@ fn a_plan_keeps_the_network_namespace_its_bwrap_waits_in_unless_it_is_on_the_hos
     assert!(with_network_kept(&path).is_some());
 }
 
+/// The plan of the unit tests' task under `policy`, for the `bwrap` installed here.
+fn plan_with(bwrap: &AbsPathBuf, policy: paddock_policy::ResolvedPolicy) -> SpawnPlan {
+    let facts =
+        paddock_policy::HostFacts { bwrap: Some(bwrap.as_path().into()), ..crate::tests::facts() };
+    paddock_policy::Backend::plan(&crate::LinuxBwrap, &policy, &crate::tests::task(), &facts)
+        .unwrap()
+}
+
 /// Whether the loopback device of the network namespace at `ns` is up, looked at from a
 /// thread of its own that joins it (a network namespace is a thread's).
 fn loopback_up_in(ns: std::path::PathBuf) -> bool {
@@ -268,13 +276,7 @@ fn a_bwrap_waiting_in_a_network_of_its_own_has_loopback_up_and_fits_only_plans_o
         self_mounts: false,
     };
     let plan_for = |network| {
-        let policy = paddock_policy::ResolvedPolicy { network, ..crate::tests::policy() };
-        let facts = paddock_policy::HostFacts {
-            bwrap: Some(bwrap.as_path().into()),
-            ..crate::tests::facts()
-        };
-        paddock_policy::Backend::plan(&crate::LinuxBwrap, &policy, &crate::tests::task(), &facts)
-            .unwrap()
+        plan_with(&bwrap, paddock_policy::ResolvedPolicy { network, ..crate::tests::policy() })
     };
     use crate::runtime::exec::Waiting;
     use paddock_policy::NetworkPolicy;
@@ -299,15 +301,7 @@ fn a_failure_after_bwrap_has_its_arguments_kills_it_and_hands_the_supervisor_not
     let mut pre = Prespawned::start(&bwrap).unwrap();
     assert!(pre.started());
     let pid = pre.child.as_ref().unwrap().pid;
-    let facts =
-        paddock_policy::HostFacts { bwrap: Some(bwrap.as_path().into()), ..crate::tests::facts() };
-    let plan = paddock_policy::Backend::plan(
-        &crate::LinuxBwrap,
-        &crate::tests::policy(),
-        &crate::tests::task(),
-        &facts,
-    )
-    .unwrap();
+    let plan = plan_with(&bwrap, crate::tests::policy());
     let mut asked = false;
     let mut fail = || -> Result<()> {
         asked = true;
