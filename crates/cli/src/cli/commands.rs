@@ -369,25 +369,48 @@ pub fn prespawn_early(argv: &[std::ffi::OsString]) -> Option<Prespawned> {
             .is_ok()
     })?;
     let bwrap = paddock_linux_bwrap::probe::trusted_bwrap()?;
-    start(kind, &bwrap, !early_network_on(argv))
+    start(kind, &bwrap, !early_host_network(argv))
 }
 
-/// Whether a raw `paddock run` command line puts the task on the host's network
-/// (`--network on`): its bwrap cannot wait in a network namespace of its own then. A config
-/// that says so is read later; its run spawns a bwrap of its own.
+/// Whether a raw `paddock run` command line may put the task on the host's network: its
+/// bwrap then waits on the runner's network rather than in a namespace of its own, which such
+/// a plan could not use. `--network` decides when given (`on`); else the config the run
+/// will read (`-c FILE`, or `paddock.toml` in `-C DIR` or here) is looked at for the words
+/// that say so (`network = true` in TOML, a `"*"` destination in sandbox-runtime JSON). A
+/// guess: a config it misreads costs its run a bwrap spawned anew, never a wall.
 #[cfg(target_os = "linux")]
-fn early_network_on(argv: &[std::ffi::OsString]) -> bool {
-    let mut on = false;
-    let mut args = argv.iter().skip(2).map(|a| a.to_str());
+fn early_host_network(argv: &[std::ffi::OsString]) -> bool {
+    use std::path::PathBuf;
+    let (mut network, mut project, mut config) = (None, None, None);
+    let mut args = argv.iter().skip(2);
     while let Some(arg) = args.next() {
-        match arg {
-            Some("--") | None => break,
-            Some("--network") => on = args.next().flatten() == Some("on"),
-            Some(a) if a.starts_with("--network=") => on = a == "--network=on",
-            _ => {}
+        let Some(text) = arg.to_str() else { continue };
+        let mut value = |long: &str, short: Option<&str>| {
+            if text == long || short.is_some_and(|s| text == s) {
+                return args.next().cloned();
+            }
+            let attached = text.strip_prefix(long).and_then(|v| v.strip_prefix('='));
+            let attached = attached.or_else(|| short.and_then(|s| text.strip_prefix(s)));
+            attached.filter(|v| !v.is_empty()).map(std::ffi::OsString::from)
+        };
+        if text == "--" {
+            break;
+        } else if text.starts_with("--network") {
+            network = value("--network", None);
+        } else if text.starts_with("--project") || text.starts_with("-C") {
+            project = value("--project", Some("-C")).map(PathBuf::from);
+        } else if text.starts_with("--config") || text.starts_with("-c") {
+            config = value("--config", Some("-c")).map(PathBuf::from);
         }
     }
-    on
+    if let Some(network) = network {
+        return network == "on";
+    }
+    let file = config.unwrap_or_else(|| project.unwrap_or_default().join("paddock.toml"));
+    let Ok(text) = std::fs::read(&file) else { return false };
+    let words: Vec<u8> = text.into_iter().filter(|b| !b.is_ascii_whitespace()).collect();
+    let says = |needle: &[u8]| words.windows(needle.len()).any(|w| w == needle);
+    says(b"network=true") || says(b"network\"=true") || says(b"network'=true") || says(b"\"*\"")
 }
 
 /// Starts `bwrap` of `kind` for a run whose streams are the binary's own; `None` when it
@@ -587,5 +610,35 @@ mod early_tests {
         assert_eq!(mode(&["plan", "--itemize", "off", "--", "x"], None), None);
         let seatbelt = ["run", "--backend", "macos-seatbelt", "--itemize", "off", "--", "x"];
         assert_eq!(mode(&seatbelt, None), None);
+    }
+
+    #[test]
+    fn the_host_network_is_guessed_from_the_flag_then_the_config_the_run_reads() {
+        let dir = std::env::temp_dir().join(format!("paddock-early-net-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("on")).unwrap();
+        std::fs::create_dir_all(dir.join("listed")).unwrap();
+        std::fs::write(dir.join("on/paddock.toml"), "[allow]\nnetwork   =  true\n").unwrap();
+        std::fs::write(dir.join("listed/paddock.toml"), "[allow]\nnetwork = [\"a.example\"]\n")
+            .unwrap();
+        std::fs::write(dir.join("srt.json"), r#"{"network": {"allowedDomains": ["*"]}}"#).unwrap();
+        let on = dir.join("on");
+        let (on, listed) = (on.to_str().unwrap(), dir.join("listed"));
+        let srt = dir.join("srt.json");
+        let host = |args: &[&str]| {
+            let argv: Vec<std::ffi::OsString> =
+                std::iter::once("paddock").chain(args.iter().copied()).map(Into::into).collect();
+            early_host_network(&argv)
+        };
+        assert!(host(&["run", "--network", "on", "--", "x"]));
+        assert!(host(&["run", "--network=on", "--", "x"]));
+        assert!(!host(&["run", "--network", "off", "-C", on, "--", "x"]), "the flag decides");
+        assert!(host(&["run", "-C", on, "--", "x"]));
+        assert!(host(&["run", &format!("--project={on}"), "--", "x"]));
+        assert!(!host(&["run", "-C", listed.to_str().unwrap(), "--", "x"]), "the proxy's own");
+        assert!(host(&["run", "-c", srt.to_str().unwrap(), "--", "x"]), "every destination");
+        assert!(!host(&["run", "-C", dir.to_str().unwrap(), "--", "x"]), "no config");
+        assert!(!host(&["run", "--", "x", "--network", "on"]), "the task's own");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
