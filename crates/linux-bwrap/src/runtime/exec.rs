@@ -23,7 +23,7 @@ use std::sync::Arc;
 use crate::error::Context;
 use crate::observe_fs::ObserverMount;
 use crate::runtime::{Result, bail};
-use paddock_policy::{AbsPathBuf, Placeholder, SpawnPlan};
+use paddock_policy::{AbsPathBuf, SpawnPlan};
 
 use crate::runtime::runtime_dir::placeholders::Placeholders;
 
@@ -125,15 +125,13 @@ pub trait Waiting: std::fmt::Debug + Send {
     /// Whether it can run `plan` with `output`, the spawn handing what `shape` says.
     fn fits(&self, plan: &SpawnPlan, output: Output, shape: &SpawnShape) -> bool;
     /// Hands it `plan`, with the observer and the self mounts to make before bwrap reads
-    /// it: the child and the runner's end of its signal channel. `after_args` runs once
-    /// bwrap has its arguments, before the supervisor gets its payload: what only the
-    /// supervisor needs (the placeholders bwrap does not bind) is made while bwrap works.
+    /// it: the child and the runner's end of its signal channel. bwrap gets its arguments
+    /// first; the supervisor's payloads are written while bwrap works.
     fn complete(
         self: Box<Self>,
         plan: &SpawnPlan,
         observer: Option<&ObserverMount>,
         self_mounts: &crate::private_ns::SelfMounts,
-        after_args: &mut dyn FnMut() -> Result<()>,
     ) -> Result<(SpawnedChild, Option<UnixStream>)>;
 }
 
@@ -187,24 +185,6 @@ impl Default for Output {
     }
 }
 
-/// What bwrap, or a mount made before it reads its arguments (a self mount, a protected
-/// link), uses: each path its arguments and those mounts name, and every directory above
-/// one. A placeholder at none of them is only the supervisor's (an inner mount).
-fn used_before_the_supervisor(plan: &SpawnPlan) -> std::collections::HashSet<&Path> {
-    let args = plan.payloads.iter().filter(|p| p.fd == crate::ARGS_FD);
-    let fields = args
-        .flat_map(|p| p.bytes.split(|b| *b == 0))
-        .map(|f| Path::new(std::ffi::OsStr::from_bytes(f)))
-        .filter(|f| f.is_absolute());
-    let before = plan
-        .self_mounts
-        .iter()
-        .flat_map(|m| std::iter::once(&m.path).chain(m.source.as_ref()))
-        .chain(&plan.link_mounts)
-        .map(AbsPathBuf::as_path);
-    fields.chain(before).flat_map(Path::ancestors).collect()
-}
-
 /// Spawns `plan`. `runtime_dir`, when given, receives the placeholder manifest before any
 /// placeholder is created.
 pub fn spawn(plan: &SpawnPlan, output: Output, runtime_dir: Option<&Path>) -> Result<Spawned> {
@@ -243,36 +223,20 @@ pub fn spawn_with(
     let fits = prespawned.as_ref().is_some_and(|pre| pre.fits(plan, output, &shape));
     // An unfitting one is killed first: it never sees this plan's placeholders.
     let prespawned = prespawned.filter(|_| fits);
-    // A waiting bwrap reads its arguments before the supervisor reads its payload: the
-    // placeholders only the supervisor mounts are made in between, while bwrap works.
-    let (now, later): (Vec<Placeholder>, Vec<Placeholder>) = match prespawned {
-        Some(_) if !plan.placeholders.is_empty() => {
-            let used = used_before_the_supervisor(plan);
-            plan.placeholders.iter().cloned().partition(|p| used.contains(p.path.as_path()))
-        }
-        _ => (plan.placeholders.clone(), Vec::new()),
-    };
-    let mut placeholders = Placeholders::begin(&plan.placeholders, runtime_dir)?;
-    placeholders.make(&now)?;
-    if later.is_empty() {
-        placeholders.finish()?;
-    }
+    // Every placeholder before the stamps and bwrap's arguments, the supervisor's too: one
+    // made inside a directory another run made (`.git/hooks` in its `.git`) keeps that
+    // directory from being removed under this run's stamp of it (made after the arguments,
+    // the e2e crowd test saw `.git` disappear in one run of eight, under load).
+    let placeholders = Placeholders::create(&plan.placeholders, runtime_dir)?;
     // What the bound paths are, recorded now, before bwrap can read its arguments: the
     // supervisor checks them once everything is mounted (SYM-03). After the placeholders:
     // a concurrent run's placeholder this plan binds is only kept from removal once it is
-    // borrowed there. (The placeholders made later are not among these paths.)
+    // borrowed there.
     let plan = &*crate::mount_ids::stamped_plan(plan).map_err(crate::Error::run)?;
     if let Some(pre) = prespawned {
         // What it was handed (the record pipe's write end) it has at its place already.
         drop(extra);
-        let mut make_later = || -> Result<()> {
-            if !later.is_empty() {
-                placeholders.make(&later)?;
-                placeholders.finish()?;
-            }
-            Ok(())
-        };
-        let (child, signal_tx) = pre.complete(plan, observer, &self_mounts, &mut make_later)?;
+        let (child, signal_tx) = pre.complete(plan, observer, &self_mounts)?;
         return Ok(Spawned { child, signal_tx, placeholders });
     }
 
@@ -714,34 +678,4 @@ pub(crate) fn memfd_with(name: &str, bytes: &[u8]) -> Result<OwnedFd> {
     file.write_all(bytes)?;
     file.seek(SeekFrom::Start(0))?;
     Ok(OwnedFd::from(file))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use paddock_policy::{Backend, DenyAnchor, FileKind, Origin};
-
-    #[test]
-    fn a_placeholder_bwrap_binds_is_made_before_its_arguments_one_only_mounted_inside_after() {
-        let mut policy = crate::tests::policy();
-        // A hidden file outside the write grant: bwrap masks it with the masked file.
-        policy.read_deny.push(DenyAnchor {
-            path: AbsPathBuf::new_lexical("/etc/secret").unwrap(),
-            kind: Some(FileKind::File),
-            exceptions: Vec::new(),
-            origin: Origin::default_key("deny.read[1]"),
-        });
-        let task = crate::tests::task();
-        let plan = crate::LinuxBwrap.plan(&policy, &task, &crate::tests::facts()).unwrap();
-        let used = used_before_the_supervisor(&plan);
-        let made_early = |path: &str| {
-            let p = plan.placeholders.iter().find(|p| p.path.as_path() == Path::new(path));
-            used.contains(p.expect(path).path.as_path())
-        };
-        let masked = task.runtime_dir.join(crate::MASKED_FILE);
-        assert!(made_early(masked.as_os_str().to_str().unwrap()), "bwrap binds the masked file");
-        // The missing protected names are the supervisor's inner mounts.
-        assert!(!made_early("/home/u/proj/.bashrc"));
-        assert!(!made_early("/home/u/proj/.vscode"));
-    }
 }

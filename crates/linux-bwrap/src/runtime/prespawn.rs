@@ -7,11 +7,10 @@
 //! ([`crate::bwrap_argv`]) and payload descriptors, so bwrap can start first
 //! and wait, blocked on an empty pipe at [`ARGS_FD`], with another pipe at [`SUPERVISOR_FD`],
 //! empty memfds at the other payload descriptors and the signal channel at [`SIGNAL_FD`].
-//! Once planned, the arguments are written into their pipe, which is closed: bwrap goes on.
-//! Only then, while bwrap sets the sandbox up, the runner makes what the supervisor alone
-//! needs (the placeholders it mounts inside: `after_args` of
-//! [`crate::runtime::exec::Waiting::complete`]), writes the memfds, and last the supervisor's
-//! payload into its pipe, which it closes. The supervisor reads that payload to the pipe's
+//! Once planned (every placeholder made), the arguments are written into their pipe, which
+//! is closed: bwrap goes on. Only then, while bwrap sets the sandbox up, the runner writes
+//! the memfds, and last the supervisor's payload into its pipe, which it closes. The
+//! supervisor reads that payload to the pipe's
 //! end before anything else, so it starts on a whole payload, written after everything it
 //! reads later, or on one cut short (the runner killed or failed in between), which it
 //! refuses. The task's standard streams are given to bwrap from the start (inherited,
@@ -423,17 +422,15 @@ impl Prespawned {
     }
 
     /// Writes `plan`'s arguments into the pipe and closes it: bwrap goes on. Then, while
-    /// bwrap sets the sandbox up, runs `after_args` (what only the supervisor needs, made
-    /// meanwhile) and writes the payloads: into the memfds, the supervisor's last, into its
-    /// pipe, which is closed. Returns the child and the runner's end of the signal channel.
-    /// On an error after the arguments, bwrap is killed and reaped: its supervisor, reading
-    /// a payload cut short, would run nothing anyway.
+    /// bwrap sets the sandbox up, writes the payloads: into the memfds, the supervisor's
+    /// last, into its pipe, which is closed. Returns the child and the runner's end of the
+    /// signal channel. On an error after the arguments, bwrap is killed and reaped: its
+    /// supervisor, reading a payload cut short, would run nothing anyway.
     fn complete_plan(
         mut self,
         plan: &SpawnPlan,
         observer: Option<&crate::observe_fs::ObserverMount>,
         self_mounts: &crate::private_ns::SelfMounts,
-        after_args: &mut dyn FnMut() -> Result<()>,
     ) -> Result<(SpawnedChild, Option<UnixStream>)> {
         if !self.started() {
             bail!("{} did not start", self.program);
@@ -463,7 +460,6 @@ impl Prespawned {
         pipe.write_all(args).context("cannot hand bwrap its arguments")?;
         drop(pipe);
         // From here on an error drops `self`, which kills and reaps bwrap.
-        after_args()?;
         for payload in plan.payloads.iter().filter(|p| p.fd != ARGS_FD && p.fd != SUPERVISOR_FD) {
             if let Some((_, file)) = self.payloads.iter_mut().find(|(fd, _)| *fd == payload.fd) {
                 // The memfd's offset is shared with bwrap's copy: back to the start for the
@@ -857,9 +853,8 @@ impl crate::runtime::exec::Waiting for Prespawned {
         plan: &SpawnPlan,
         observer: Option<&crate::observe_fs::ObserverMount>,
         self_mounts: &crate::private_ns::SelfMounts,
-        after_args: &mut dyn FnMut() -> Result<()>,
     ) -> Result<(SpawnedChild, Option<UnixStream>)> {
-        self.complete_plan(plan, observer, self_mounts, after_args)
+        self.complete_plan(plan, observer, self_mounts)
     }
 }
 

@@ -294,27 +294,3 @@ fn a_bwrap_waiting_in_a_network_of_its_own_has_loopback_up_and_fits_only_plans_o
     assert_eq!(ns(&pid.to_string()), ns("self"));
     assert!(plain.fits(&on, Output::INHERIT, &shape));
 }
-
-#[test]
-fn a_failure_after_bwrap_has_its_arguments_kills_it_and_hands_the_supervisor_nothing() {
-    let Some(bwrap) = installed_bwrap() else { return };
-    let mut pre = Prespawned::start(&bwrap).unwrap();
-    assert!(pre.started());
-    let pid = pre.child.as_ref().unwrap().pid;
-    let plan = plan_with(&bwrap, crate::tests::policy());
-    let mut asked = false;
-    let mut fail = || -> Result<()> {
-        asked = true;
-        // bwrap has its arguments: its payload pipe is still empty and open.
-        let its = std::fs::read_link(format!("/proc/{pid}/fd/{SUPERVISOR_FD}")).unwrap();
-        assert!(its.to_string_lossy().starts_with("pipe:"), "{}", its.display());
-        Err(crate::Error::run("a placeholder could not be made"))
-    };
-    let pre: Box<dyn crate::runtime::exec::Waiting> = Box::new(pre);
-    let mounts = crate::private_ns::SelfMounts::default();
-    let err = pre.complete(&plan, None, &mounts, &mut fail).unwrap_err();
-    assert!(asked);
-    assert!(err.to_string().contains("a placeholder could not be made"), "{err}");
-    // SAFETY: kill with signal 0 only checks for the process.
-    assert_ne!(unsafe { libc::kill(pid, 0) }, 0, "killed and reaped");
-}
