@@ -9,6 +9,7 @@
 // This module performs plans: it is the CLI's one caller of `Command::new`.
 #![allow(clippy::disallowed_methods)]
 
+use std::collections::HashSet;
 use std::ffi::CString;
 use std::fs::File;
 use std::io::{Seek, SeekFrom, Write};
@@ -23,7 +24,7 @@ use std::sync::Arc;
 use crate::error::Context;
 use crate::observe_fs::ObserverMount;
 use crate::runtime::{Result, bail};
-use paddock_policy::{AbsPathBuf, SpawnPlan};
+use paddock_policy::{AbsPathBuf, Placeholder, SpawnPlan};
 
 use crate::runtime::runtime_dir::placeholders::Placeholders;
 
@@ -125,13 +126,15 @@ pub trait Waiting: std::fmt::Debug + Send {
     /// Whether it can run `plan` with `output`, the spawn handing what `shape` says.
     fn fits(&self, plan: &SpawnPlan, output: Output, shape: &SpawnShape) -> bool;
     /// Hands it `plan`, with the observer and the self mounts to make before bwrap reads
-    /// it: the child and the runner's end of its signal channel. bwrap gets its arguments
-    /// first; the supervisor's payloads are written while bwrap works.
+    /// it: the child and the runner's end of its signal channel. `after_args` runs once
+    /// bwrap has its arguments, before the supervisor gets its payload: what only the
+    /// supervisor needs (the placeholders [`made_after_the_setup`]) is made while bwrap works.
     fn complete(
         self: Box<Self>,
         plan: &SpawnPlan,
         observer: Option<&ObserverMount>,
         self_mounts: &crate::private_ns::SelfMounts,
+        after_args: &mut dyn FnMut() -> Result<()>,
     ) -> Result<(SpawnedChild, Option<UnixStream>)>;
 }
 
@@ -185,6 +188,50 @@ impl Default for Output {
     }
 }
 
+/// What bwrap, or a mount made before it reads its arguments (a self mount, a protected
+/// link), uses: each path its arguments and those mounts name, and every directory above
+/// one. A placeholder at none of them is only the supervisor's (an inner mount).
+fn used_before_the_supervisor(plan: &SpawnPlan) -> HashSet<&Path> {
+    let fields = bwrap_fields(plan).filter(|f| f.is_absolute());
+    let before = plan
+        .self_mounts
+        .iter()
+        .flat_map(|m| std::iter::once(&m.path).chain(m.source.as_ref()))
+        .chain(&plan.link_mounts)
+        .map(AbsPathBuf::as_path);
+    fields.chain(before).flat_map(Path::ancestors).collect()
+}
+
+/// The fields of bwrap's arguments (its setup, NUL-separated), as paths.
+fn bwrap_fields(plan: &SpawnPlan) -> impl Iterator<Item = &Path> {
+    let args = plan.payloads.iter().filter(|p| p.fd == crate::ARGS_FD);
+    args.flat_map(|p| p.bytes.split(|b| *b == 0)).map(|f| Path::new(std::ffi::OsStr::from_bytes(f)))
+}
+
+/// The placeholders that may be made once bwrap has its arguments, while it works: those
+/// only the supervisor mounts (at no path [`used_before_the_supervisor`]) whose directory
+/// is the root of a write grant bwrap binds (`--bind SRC DEST`: the user's own directory,
+/// which no run removes). One in any other directory is made before the stamps: that
+/// directory may be another run's placeholder (`.git` made by a run, `.git/hooks` this
+/// run's), kept from removal under this run's stamp of it only by this run's placeholder
+/// inside; made later, the other run's release could take the directory away first (the
+/// e2e crowd test saw `.git` disappear in one run of eight, under load).
+fn made_after_the_setup(plan: &SpawnPlan) -> impl Fn(&Placeholder) -> bool + '_ {
+    let used = used_before_the_supervisor(plan);
+    let mut grant_roots = HashSet::new();
+    let mut fields = bwrap_fields(plan);
+    while let Some(field) = fields.next() {
+        if field == Path::new("--bind") {
+            let _source = fields.next();
+            grant_roots.extend(fields.next());
+        }
+    }
+    move |p: &Placeholder| {
+        !used.contains(p.path.as_path())
+            && p.path.as_path().parent().is_some_and(|dir| grant_roots.contains(dir))
+    }
+}
+
 /// Spawns `plan`. `runtime_dir`, when given, receives the placeholder manifest before any
 /// placeholder is created.
 pub fn spawn(plan: &SpawnPlan, output: Output, runtime_dir: Option<&Path>) -> Result<Spawned> {
@@ -223,20 +270,36 @@ pub fn spawn_with(
     let fits = prespawned.as_ref().is_some_and(|pre| pre.fits(plan, output, &shape));
     // An unfitting one is killed first: it never sees this plan's placeholders.
     let prespawned = prespawned.filter(|_| fits);
-    // Every placeholder before the stamps and bwrap's arguments, the supervisor's too: one
-    // made inside a directory another run made (`.git/hooks` in its `.git`) keeps that
-    // directory from being removed under this run's stamp of it (made after the arguments,
-    // the e2e crowd test saw `.git` disappear in one run of eight, under load).
-    let placeholders = Placeholders::create(&plan.placeholders, runtime_dir)?;
+    // A waiting bwrap reads its arguments before the supervisor reads its payload: the
+    // placeholders only the supervisor mounts, at a grant's root, are made in between,
+    // while bwrap works.
+    let (later, now): (Vec<Placeholder>, Vec<Placeholder>) = match prespawned {
+        Some(_) if !plan.placeholders.is_empty() => {
+            plan.placeholders.iter().cloned().partition(made_after_the_setup(plan))
+        }
+        _ => (Vec::new(), plan.placeholders.clone()),
+    };
+    let mut placeholders = Placeholders::begin(&plan.placeholders, runtime_dir)?;
+    placeholders.make(&now)?;
+    if later.is_empty() {
+        placeholders.finish()?;
+    }
     // What the bound paths are, recorded now, before bwrap can read its arguments: the
     // supervisor checks them once everything is mounted (SYM-03). After the placeholders:
     // a concurrent run's placeholder this plan binds is only kept from removal once it is
-    // borrowed there.
+    // borrowed there. (The placeholders made later are not among these paths.)
     let plan = &*crate::mount_ids::stamped_plan(plan).map_err(crate::Error::run)?;
     if let Some(pre) = prespawned {
         // What it was handed (the record pipe's write end) it has at its place already.
         drop(extra);
-        let (child, signal_tx) = pre.complete(plan, observer, &self_mounts)?;
+        let mut make_later = || -> Result<()> {
+            if !later.is_empty() {
+                placeholders.make(&later)?;
+                placeholders.finish()?;
+            }
+            Ok(())
+        };
+        let (child, signal_tx) = pre.complete(plan, observer, &self_mounts, &mut make_later)?;
         return Ok(Spawned { child, signal_tx, placeholders });
     }
 
@@ -678,4 +741,50 @@ pub(crate) fn memfd_with(name: &str, bytes: &[u8]) -> Result<OwnedFd> {
     file.write_all(bytes)?;
     file.seek(SeekFrom::Start(0))?;
     Ok(OwnedFd::from(file))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use paddock_policy::{Backend, DenyAnchor, FileKind, Origin, ProtectedPath, ProtectedState};
+
+    #[test]
+    fn only_a_placeholder_the_supervisor_alone_mounts_at_a_grant_root_is_made_after_the_setup() {
+        let mut policy = crate::tests::policy();
+        // A hidden file outside the write grant: bwrap masks it with the masked file.
+        policy.read_deny.push(DenyAnchor {
+            path: AbsPathBuf::new_lexical("/etc/secret").unwrap(),
+            kind: Some(FileKind::File),
+            exceptions: Vec::new(),
+            origin: Origin::default_key("deny.read[1]"),
+        });
+        // A missing protected name inside a directory that exists (maybe another run's
+        // placeholder): its placeholder there is what keeps that directory.
+        policy.protected.push(ProtectedPath {
+            path: AbsPathBuf::new_lexical("/home/u/proj/.git/info/attributes").unwrap(),
+            rule: ".git/info/attributes".into(),
+            state: ProtectedState::Missing {
+                first_missing: AbsPathBuf::new_lexical("/home/u/proj/.git/info").unwrap(),
+            },
+        });
+        let task = crate::tests::task();
+        let plan = crate::LinuxBwrap.plan(&policy, &task, &crate::tests::facts()).unwrap();
+        let later = made_after_the_setup(&plan);
+        let made_later = |path: &str| {
+            later(
+                plan.placeholders.iter().find(|p| p.path.as_path() == Path::new(path)).expect(path),
+            )
+        };
+        let masked = task.runtime_dir.join(crate::MASKED_FILE);
+        assert!(!made_later(masked.as_os_str().to_str().unwrap()), "bwrap binds the masked file");
+        // The missing protected names at the project's root are the supervisor's inner
+        // mounts, in the write grant bwrap binds.
+        assert!(made_later("/home/u/proj/.bashrc"));
+        assert!(made_later("/home/u/proj/.vscode"));
+        assert!(!made_later("/home/u/proj/.git/info"));
+        assert!(
+            !used_before_the_supervisor(&plan).contains(Path::new("/home/u/proj/.git/info")),
+            "the supervisor alone mounts it, yet it is made first"
+        );
+    }
 }

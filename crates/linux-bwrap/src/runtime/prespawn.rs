@@ -7,10 +7,11 @@
 //! ([`crate::bwrap_argv`]) and payload descriptors, so bwrap can start first
 //! and wait, blocked on an empty pipe at [`ARGS_FD`], with another pipe at [`SUPERVISOR_FD`],
 //! empty memfds at the other payload descriptors and the signal channel at [`SIGNAL_FD`].
-//! Once planned (every placeholder made), the arguments are written into their pipe, which
-//! is closed: bwrap goes on. Only then, while bwrap sets the sandbox up, the runner writes
-//! the memfds, and last the supervisor's payload into its pipe, which it closes. The
-//! supervisor reads that payload to the pipe's
+//! Once planned, the arguments are written into their pipe, which is closed: bwrap goes on.
+//! Only then, while bwrap sets the sandbox up, the runner makes what the supervisor alone
+//! needs (the placeholders it mounts inside at a write grant's root: `after_args` of
+//! [`crate::runtime::exec::Waiting::complete`]), writes the memfds, and last the supervisor's
+//! payload into its pipe, which it closes. The supervisor reads that payload to the pipe's
 //! end before anything else, so it starts on a whole payload, written after everything it
 //! reads later, or on one cut short (the runner killed or failed in between), which it
 //! refuses. The task's standard streams are given to bwrap from the start (inherited,
@@ -422,15 +423,17 @@ impl Prespawned {
     }
 
     /// Writes `plan`'s arguments into the pipe and closes it: bwrap goes on. Then, while
-    /// bwrap sets the sandbox up, writes the payloads: into the memfds, the supervisor's
-    /// last, into its pipe, which is closed. Returns the child and the runner's end of the
-    /// signal channel. On an error after the arguments, bwrap is killed and reaped: its
-    /// supervisor, reading a payload cut short, would run nothing anyway.
+    /// bwrap sets the sandbox up, runs `after_args` (what only the supervisor needs, made
+    /// meanwhile) and writes the payloads: into the memfds, the supervisor's last, into its
+    /// pipe, which is closed. Returns the child and the runner's end of the signal channel.
+    /// On an error after the arguments, bwrap is killed and reaped: its supervisor, reading
+    /// a payload cut short, would run nothing anyway.
     fn complete_plan(
         mut self,
         plan: &SpawnPlan,
         observer: Option<&crate::observe_fs::ObserverMount>,
         self_mounts: &crate::private_ns::SelfMounts,
+        after_args: &mut dyn FnMut() -> Result<()>,
     ) -> Result<(SpawnedChild, Option<UnixStream>)> {
         if !self.started() {
             bail!("{} did not start", self.program);
@@ -460,6 +463,7 @@ impl Prespawned {
         pipe.write_all(args).context("cannot hand bwrap its arguments")?;
         drop(pipe);
         // From here on an error drops `self`, which kills and reaps bwrap.
+        after_args()?;
         for payload in plan.payloads.iter().filter(|p| p.fd != ARGS_FD && p.fd != SUPERVISOR_FD) {
             if let Some((_, file)) = self.payloads.iter_mut().find(|(fd, _)| *fd == payload.fd) {
                 // The memfd's offset is shared with bwrap's copy: back to the start for the
@@ -658,12 +662,19 @@ impl ChildSetup {
                     [0, set_size, std::ptr::from_ref(set) as usize, 0, 0, 0],
                 );
             }
+            let caught = caught_signals();
             for sig in 1..=64usize {
-                let mut old = [0u64; 4];
-                let queried =
-                    sys(libc::SYS_rt_sigaction, [sig, 0, old.as_mut_ptr() as usize, 8, 0, 0]) == 0;
-                let handled =
-                    queried && old[0] != libc::SIG_DFL as u64 && old[0] != libc::SIG_IGN as u64;
+                let handled = match caught {
+                    Some(mask) => mask & (1 << (sig - 1)) != 0,
+                    None => {
+                        let mut old = [0u64; 4];
+                        let queried = sys(
+                            libc::SYS_rt_sigaction,
+                            [sig, 0, old.as_mut_ptr() as usize, 8, 0, 0],
+                        ) == 0;
+                        queried && old[0] != libc::SIG_DFL as u64 && old[0] != libc::SIG_IGN as u64
+                    }
+                };
                 if handled || sig == libc::SIGPIPE as usize {
                     let default = [0u64; 4];
                     sys(libc::SYS_rt_sigaction, [sig, default.as_ptr() as usize, 0, 8, 0, 0]);
@@ -712,6 +723,49 @@ impl ChildSetup {
         }
         127
     }
+}
+
+/// The signals this process has handlers for (bit `n - 1` for signal `n`), from the
+/// `SigCgt` line of `/proc/self/status`: one read instead of 64 `rt_sigaction` queries.
+/// Called by the child before it executes, so only system calls on its own stack; the
+/// child's handlers are its own copy, taken at the clone. `None` when `/proc` cannot say.
+fn caught_signals() -> Option<u64> {
+    let mut buf = [0u8; 4096];
+    // SAFETY: a NUL-terminated path, the buffer's own pointer and length, a descriptor
+    // this function opened and closes.
+    let len = unsafe {
+        let path = c"/proc/self/status".as_ptr() as usize;
+        let flags = (libc::O_RDONLY | libc::O_CLOEXEC) as usize;
+        let fd = sys(libc::SYS_openat, [libc::AT_FDCWD as usize, path, flags, 0, 0, 0]);
+        if fd < 0 {
+            return None;
+        }
+        let mut len = 0;
+        while len < buf.len() {
+            let n = sys(
+                libc::SYS_read,
+                [fd as usize, buf[len..].as_mut_ptr() as usize, buf.len() - len, 0, 0, 0],
+            );
+            if n <= 0 {
+                break;
+            }
+            len += n as usize;
+        }
+        sys(libc::SYS_close, [fd as usize, 0, 0, 0, 0, 0]);
+        len
+    };
+    sig_caught_in(&buf[..len])
+}
+
+/// The mask of a `SigCgt:` line in a `/proc/PID/status` text (16 hex digits).
+fn sig_caught_in(status: &[u8]) -> Option<u64> {
+    const KEY: &[u8] = b"\nSigCgt:\t";
+    let at = status.windows(KEY.len()).position(|w| w == KEY)? + KEY.len();
+    let digits = status.get(at..at + 16)?;
+    digits.iter().try_fold(0u64, |mask, d| {
+        let v = (*d as char).to_digit(16)?;
+        Some(mask << 4 | u64::from(v))
+    })
 }
 
 /// Starts `bwrap` (with every plan's command line, its descriptors at `pairs`' targets) from
@@ -853,8 +907,9 @@ impl crate::runtime::exec::Waiting for Prespawned {
         plan: &SpawnPlan,
         observer: Option<&crate::observe_fs::ObserverMount>,
         self_mounts: &crate::private_ns::SelfMounts,
+        after_args: &mut dyn FnMut() -> Result<()>,
     ) -> Result<(SpawnedChild, Option<UnixStream>)> {
-        self.complete_plan(plan, observer, self_mounts)
+        self.complete_plan(plan, observer, self_mounts, after_args)
     }
 }
 

@@ -294,3 +294,58 @@ fn a_bwrap_waiting_in_a_network_of_its_own_has_loopback_up_and_fits_only_plans_o
     assert_eq!(ns(&pid.to_string()), ns("self"));
     assert!(plain.fits(&on, Output::INHERIT, &shape));
 }
+
+#[test]
+fn a_failure_after_bwrap_has_its_arguments_kills_it_and_hands_the_supervisor_nothing() {
+    let Some(bwrap) = installed_bwrap() else { return };
+    let mut pre = Prespawned::start(&bwrap).unwrap();
+    assert!(pre.started());
+    let pid = pre.child.as_ref().unwrap().pid;
+    let plan = plan_with(&bwrap, crate::tests::policy());
+    let mut asked = false;
+    let mut fail = || -> Result<()> {
+        asked = true;
+        // bwrap has its arguments: its payload pipe is still empty and open.
+        let its = std::fs::read_link(format!("/proc/{pid}/fd/{SUPERVISOR_FD}")).unwrap();
+        assert!(its.to_string_lossy().starts_with("pipe:"), "{}", its.display());
+        Err(crate::Error::run("a placeholder could not be made"))
+    };
+    let pre: Box<dyn crate::runtime::exec::Waiting> = Box::new(pre);
+    let mounts = crate::private_ns::SelfMounts::default();
+    let err = pre.complete(&plan, None, &mounts, &mut fail).unwrap_err();
+    assert!(asked);
+    assert!(err.to_string().contains("a placeholder could not be made"), "{err}");
+    // SAFETY: kill with signal 0 only checks for the process.
+    assert_ne!(unsafe { libc::kill(pid, 0) }, 0, "killed and reaped");
+}
+
+#[test]
+fn the_caught_signals_are_read_from_the_status_line() {
+    let status =
+        b"Name:\tpaddock\nSigIgn:\t0000000000001000\nSigCgt:\t0000000180004002\nCapInh:\t0\n";
+    assert_eq!(sig_caught_in(status), Some(0x0000_0001_8000_4002));
+    assert_eq!(sig_caught_in(b"Name:\tx\nSigCgt:\t00001\n"), None, "cut short");
+    assert_eq!(sig_caught_in(b"Name:\tx\n"), None);
+}
+
+#[test]
+fn the_caught_signals_read_are_those_with_handlers() {
+    extern "C" fn handler(_: libc::c_int) {}
+    // SAFETY: a handler that does nothing, for a signal nothing here sends.
+    unsafe { libc::signal(libc::SIGURG, handler as *const () as libc::sighandler_t) };
+    let mut expected = 0u64;
+    for sig in 1..=64usize {
+        // The kernel's view (the C library's `sigaction` hides its own signals), as the
+        // child's fallback queries it.
+        let mut old = [0u64; 4];
+        // SAFETY: a query only, into a buffer of the kernel's sigaction size.
+        let queried = unsafe {
+            libc::syscall(libc::SYS_rt_sigaction, sig, std::ptr::null::<u64>(), old.as_mut_ptr(), 8)
+        } == 0;
+        if queried && old[0] != libc::SIG_DFL as u64 && old[0] != libc::SIG_IGN as u64 {
+            expected |= 1 << (sig - 1);
+        }
+    }
+    assert_ne!(expected & 1 << (libc::SIGURG - 1), 0);
+    assert_eq!(caught_signals(), Some(expected));
+}

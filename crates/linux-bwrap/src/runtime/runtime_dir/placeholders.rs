@@ -26,6 +26,8 @@ pub struct Placeholders {
     created: Vec<(PathBuf, bool, Stamp)>,
     runtime_dir: Option<PathBuf>,
     spares: Spares,
+    /// Whether one was found made since resolution and borrowed ([`Made::Borrowed`]).
+    borrowed: bool,
 }
 
 impl Placeholders {
@@ -33,29 +35,40 @@ impl Placeholders {
     /// without following symlinks (`O_CREAT | O_EXCL | O_NOFOLLOW`, `mkdir`), so that a link
     /// planted where a placeholder goes is never written through (SYM-04).
     pub fn create(wanted: &[Placeholder], runtime_dir: Option<&Path>) -> Result<Placeholders> {
+        let mut out = Placeholders::begin(wanted, runtime_dir)?;
+        out.make(wanted)?;
+        out.finish()?;
+        Ok(out)
+    }
+
+    /// [`Placeholders::create`] in steps: records every placeholder the run will make in
+    /// the manifest; [`Placeholders::make`] then makes them (in as many calls as the
+    /// caller likes) and [`Placeholders::finish`] settles the manifest.
+    pub fn begin(wanted: &[Placeholder], runtime_dir: Option<&Path>) -> Result<Placeholders> {
         let mut out = Placeholders {
             created: Vec::new(),
             runtime_dir: runtime_dir.map(Path::to_path_buf),
             spares: Spares::none(),
+            borrowed: false,
         };
-        if wanted.is_empty() {
-            return Ok(out);
-        }
-        if let Some(dir) = runtime_dir {
+        if let (false, Some(dir)) = (wanted.is_empty(), runtime_dir) {
             write_manifest(dir, wanted)?;
             // Spares are a run's: without a runtime dir (tests, `plan`) nothing is kept.
             out.spares = Spares::list(&crate::runtime::runtime_dir::base());
         }
-        let mut borrowed = false;
+        Ok(out)
+    }
+
+    /// Makes (or borrows) each of `wanted`, which [`Placeholders::begin`] recorded. On an
+    /// error the caller drops `self`, which removes what it made.
+    pub fn make(&mut self, wanted: &[Placeholder]) -> Result<()> {
+        let runtime_dir = self.runtime_dir.clone();
         for p in wanted {
             let path = p.path.as_path();
-            match make_or_borrow(path, p.dir, runtime_dir, &mut out.spares) {
-                Ok(Made::Here(stamp)) => {
-                    out.created.push((path.to_path_buf(), p.dir, stamp));
-                }
-                Ok(Made::Borrowed) => borrowed = true,
+            match make_or_borrow(path, p.dir, runtime_dir.as_deref(), &mut self.spares) {
+                Ok(Made::Here(stamp)) => self.created.push((path.to_path_buf(), p.dir, stamp)),
+                Ok(Made::Borrowed) => self.borrowed = true,
                 Err(e) => {
-                    drop(out);
                     return Err(e).with_context(|| {
                         format!(
                             "cannot create the placeholder {} for a missing protected or denied path",
@@ -65,12 +78,17 @@ impl Placeholders {
                 }
             }
         }
-        // The manifest (written before anything was made, for a sweep after a kill -9)
-        // lists only this run's own: a sweep must not remove a live run's placeholder.
-        if let (true, Some(dir)) = (borrowed, runtime_dir) {
-            write_manifest_of(dir, out.created.iter().map(|(p, d, _)| (p.as_path(), *d)))?;
+        Ok(())
+    }
+
+    /// Once every placeholder is made: the manifest (written before anything was made, for
+    /// a sweep after a kill -9) lists only this run's own when it borrowed one, since a
+    /// sweep must not remove a live run's placeholder.
+    pub fn finish(&mut self) -> Result<()> {
+        if let (true, Some(dir)) = (self.borrowed, &self.runtime_dir) {
+            write_manifest_of(dir, self.created.iter().map(|(p, d, _)| (p.as_path(), *d)))?;
         }
-        Ok(out)
+        Ok(())
     }
 }
 
