@@ -31,8 +31,8 @@
 //! The notifier's fields are `-`, `-`, `0` for a run that is not observed; for one that is,
 //! its arguments are the server's command line but for the `--task PID --listener FD` the
 //! supervisor adds. Each inner mount ([`SupervisorPayload::inner_mounts`]) is its path after
-//! one byte: `r` read-only, `w` as it is, `m` masked with the file at
-//! [`crate::INNER_MASK_PATH`]. Numbers are decimal. Nothing follows the last variable. The
+//! one byte: `r` read-only, `w` as it is, `m` masked with the empty file the supervisor
+//! makes at [`crate::INNER_MASK_PATH`]. Numbers are decimal. Nothing follows the last variable. The
 //! supervisor reads it without copying: the fields are the strings `execve` takes.
 
 use paddock_policy::{AbsPathBuf, Payload, SpawnPlan};

@@ -144,9 +144,9 @@ pub struct SupervisorPayload {
 
 /// A path the supervisor binds onto itself ([`SupervisorPayload::inner_mounts`]): `nosuid`,
 /// `nodev`, with everything mounted below it, and read-only unless it is a pinned directory;
-/// or a hidden file it masks with the empty masked file (bwrap binds that at
-/// [`crate::INNER_MASK_PATH`], where it stays: the same empty mode-0000 file every hidden
-/// path shows).
+/// or a hidden file it masks with an empty mode-0000 file (made at
+/// [`crate::INNER_MASK_PATH`] before the first mask and removed after the last: the same
+/// empty mode-0000 file every hidden path shows).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
 pub struct InnerMount {

@@ -58,9 +58,10 @@ pub const MASKED_FILE: &str = "masked";
 pub(crate) const OBSERVER_DIR: &str = "observe";
 /// Where the supervisor binary is bound inside the sandbox.
 pub const SUPERVISOR_PATH: &str = "/dev/.paddock-supervisor";
-/// Where bwrap binds the empty masked file for the supervisor's inner masks
-/// ([`crate::payload::InnerMount::mask`]). It stays there (copied into the supervisor's
-/// namespace, the bind is locked): the same empty mode-0000 file every hidden path shows.
+/// Where the supervisor makes the empty mode-0000 file of its inner masks
+/// ([`crate::payload::InnerMount::mask`]), in bwrap's fresh `/dev`, and removes it again
+/// once they are mounted: the same empty mode-0000 file every hidden path shows, which no
+/// process of the sandbox can reach but through those read-only mounts.
 pub const INNER_MASK_PATH: &str = "/dev/.paddock-masked";
 /// The dedicated supervisor's executable name, next to `paddock`.
 pub const SUPERVISOR_EXE: &str = "paddock-supervisor";
@@ -313,6 +314,9 @@ impl Backend for LinuxBwrap {
             let candidates =
                 if in_child_anyway { ops::self_mountable(&all, &grants, &[]) } else { mountable };
             let inner = ops::inner_mountable(&all, &candidates);
+            // And the masks of hidden files outside the grants, with the supervisor's own
+            // masked file: each one bwrap bind fewer.
+            let inner = ops::inner_masks(&all, inner, &inputs.masked_file);
             inner_mounts = ops::take_self_mounts(&mut all, &inner)
                 .into_iter()
                 .map(|m| InnerMount {
@@ -324,18 +328,6 @@ impl Backend for LinuxBwrap {
             if !inner_mounts.is_empty() {
                 let at = all.iter().position(|op| *op == BwrapOp::CapDropAll).map_or(0, |i| i + 1);
                 all.splice(at..at, [BwrapOp::CapAddSysAdmin, BwrapOp::CapAddSetpcap]);
-            }
-            if inner_mounts.iter().any(|m| m.mask) {
-                // Where the supervisor finds the masked file (`/tmp` is the task's own);
-                // before the supervisor's bind, which stays last.
-                let at = all.len().saturating_sub(1);
-                all.insert(
-                    at,
-                    BwrapOp::RoBind {
-                        src: inputs.masked_file.clone(),
-                        dest: ops::abs(INNER_MASK_PATH),
-                    },
-                );
             }
             outer
         } else if in_child_anyway

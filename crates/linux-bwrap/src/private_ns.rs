@@ -274,6 +274,13 @@ impl SelfMounts {
             .map_err(|e| format!("cannot make a mount namespace for the inner mounts: {e}"))?;
         make_root_private()
             .map_err(|e| format!("cannot make the inner mount namespace private: {e}"))?;
+        let masked = inner_mask_path();
+        let masks = self.mounts.iter().any(|(_, kind, _)| *kind == Kind::Mask);
+        if masks {
+            create_empty(&masked).map_err(|e| {
+                format!("cannot make the masked file {}: {e}", masked.to_string_lossy())
+            })?;
+        }
         for (path, kind, source) in &self.mounts {
             mount_one(path, *kind, source.as_ref()).map_err(|e| {
                 let source = source.as_ref().unwrap_or(path);
@@ -282,6 +289,12 @@ impl SelfMounts {
                     source.to_string_lossy(),
                     path.to_string_lossy()
                 )
+            })?;
+        }
+        if masks {
+            // SAFETY: a NUL-terminated path; the result is checked.
+            check(unsafe { libc::unlink(masked.as_ptr()) }).map_err(|e| {
+                format!("cannot remove the masked file {}: {e}", masked.to_string_lossy())
             })?;
         }
         Ok(())
@@ -359,6 +372,17 @@ fn mount_one(path: &CString, kind: Kind, source: Option<&CString>) -> io::Result
         },
         other => other,
     }
+}
+
+/// Makes the empty mode-0000 file `path`, never through a link nor over an existing one.
+fn create_empty(path: &CString) -> io::Result<()> {
+    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: a NUL-terminated path; the result is checked and closed below.
+    let fd = unsafe { libc::open(path.as_ptr(), flags, 0 as libc::c_uint) };
+    check(fd)?;
+    // SAFETY: closing the descriptor opened above.
+    unsafe { libc::close(fd) };
+    Ok(())
 }
 
 /// [`crate::INNER_MASK_PATH`] as a C string.

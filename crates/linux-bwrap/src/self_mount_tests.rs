@@ -1,10 +1,11 @@
 //! Which binds the runner's child makes before bwrap (`ops::self_mountable`): only those the
 //! grant's recursive bind carries into the sandbox; and which of those the supervisor makes
-//! once bwrap is done (`ops::inner_mountable`).
+//! once bwrap is done (`ops::inner_mountable`), with the masks of hidden files it makes from
+//! its own masked file (`ops::inner_masks`).
 
 use paddock_policy::{AbsPathBuf, SelfMount};
 
-use crate::ops::{BwrapOp, inner_mountable, self_mountable, take_self_mounts};
+use crate::ops::{BwrapOp, inner_masks, inner_mountable, self_mountable, take_self_mounts};
 
 fn abs(p: &str) -> AbsPathBuf {
     AbsPathBuf::new_lexical(p).unwrap()
@@ -144,4 +145,33 @@ fn the_supervisor_takes_what_ends_as_bwrap_would_leave_it_made_after_all_of_bwra
     assert_eq!(taken, ["/home/u/p/.git", "/home/u/p/.git/config", "/home/u/p/.bashrc"]);
     // Each is one the runner's child could take as well: the same rules of carrying.
     assert!(outer.len() > taken.len(), "{outer:?}");
+}
+
+#[test]
+fn the_supervisor_masks_a_hidden_file_where_the_sandbox_shows_the_hosts_and_nothing_covers_it() {
+    let mask = |p: &str| BwrapOp::RoBind { src: abs("/run/t1/masked"), dest: abs(p) };
+    let ops = vec![
+        ro("/"),
+        BwrapOp::Dev { dest: abs("/dev") },
+        // Under `/` as the host has it: taken (0-based index 2).
+        mask("/home/u/.npmrc"),
+        // Inside a hidden directory's tmpfs: not the host's, bwrap makes its mount point.
+        BwrapOp::Tmpfs { dest: abs("/home/u/.nothing") },
+        mask("/home/u/.nothing/file"),
+        // Covered later by a tmpfs above it: bwrap's order hides it, so it stays bwrap's.
+        mask("/srv/later/key"),
+        BwrapOp::Tmpfs { dest: abs("/srv/later") },
+        bind("/p"),
+        // Below a grant's bind of itself: taken (index 8).
+        mask("/p/.env"),
+        // The observer's file over a hidden file: never the supervisor's.
+        BwrapOp::RoBind { src: abs("/run/t1/observe/f0"), dest: abs("/p/.token") },
+        // Under the private /tmp: not the host's.
+        BwrapOp::Tmpfs { dest: abs("/tmp") },
+        mask("/tmp/x"),
+        ro("/p/.git"),
+    ];
+    // What inner_mountable gave comes through, in order with the masks.
+    let taken = inner_masks(&ops, vec![12], &abs("/run/t1/masked"));
+    assert_eq!(taken, [2, 8, 12]);
 }

@@ -138,7 +138,13 @@ fn args_text(plan: &paddock_policy::SpawnPlan) -> String {
     for m in &sup.inner_mounts {
         out.push_str(&format!(
             "(inner-mount {} {})\n",
-            if m.read_only { "ro" } else { "rw" },
+            if m.mask {
+                "mask"
+            } else if m.read_only {
+                "ro"
+            } else {
+                "rw"
+            },
             m.path.0.display()
         ));
     }
@@ -310,9 +316,10 @@ fn nesting_anchor_in_grant_project_in_tmp_and_file_anchor() {
             --die-with-parent
             --new-session
             --cap-drop ALL
+            --cap-add CAP_SYS_ADMIN
+            --cap-add CAP_SETPCAP
             --ro-bind / /
             --dev /dev
-            --ro-bind /run/user/1000/paddock/t1/masked /home/u/.git-credentials
             --tmpfs /home/u/.nothing
             --proc /proc
             --tmpfs /run/user/1000/paddock
@@ -323,6 +330,7 @@ fn nesting_anchor_in_grant_project_in_tmp_and_file_anchor() {
             --remount-ro /home/u/.nothing
             --remount-ro /tmp/proj/secrets
             --ro-bind /home/u/.cargo/bin/paddock /dev/.paddock-supervisor
+            (inner-mount mask /home/u/.git-credentials)
         "#]],
     );
 }

@@ -128,7 +128,8 @@ pub trait Waiting: std::fmt::Debug + Send {
     /// Hands it `plan`, with the observer and the self mounts to make before bwrap reads
     /// it: the child and the runner's end of its signal channel. `after_args` runs once
     /// bwrap has its arguments, before the supervisor gets its payload: what only the
-    /// supervisor needs (the placeholders [`made_after_the_setup`]) is made while bwrap works.
+    /// supervisor needs (the placeholders `made_after_the_setup` picks) is made while bwrap
+    /// works.
     fn complete(
         self: Box<Self>,
         plan: &SpawnPlan,

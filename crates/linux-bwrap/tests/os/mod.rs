@@ -148,6 +148,10 @@ const TESTS: &[(&str, Test)] = &[
         deny_anchor_hides_content_but_exceptions_are_visible,
     ),
     (
+        "a_hidden_file_outside_the_grants_shows_only_the_empty_mask",
+        a_hidden_file_outside_the_grants_shows_only_the_empty_mask,
+    ),
+    (
         "write_grant_is_writable_and_the_rest_is_read_only",
         write_grant_is_writable_and_the_rest_is_read_only,
     ),
@@ -422,6 +426,33 @@ fn deny_anchor_hides_content_but_exceptions_are_visible() {
     assert_eq!(value(&out, "ls"), "ok:proj", "only the path to the project is listed");
     let out = s.run(&p, &["read", s.proj.join("src/main.rs").to_str().unwrap()]);
     assert_eq!(value(&out, "read"), "ok:fn main() {}");
+}
+
+fn a_hidden_file_outside_the_grants_shows_only_the_empty_mask() {
+    // Outside every grant and under nothing bwrap mounts (the host's `/`, no private
+    // `/tmp` here): the supervisor masks it with an empty mode-0000 file of its own, which
+    // it removes from `/dev` once mounted.
+    let s = Scratch::new("mask");
+    let cred = s.root.join("cred");
+    std::fs::write(&cred, SECRET).unwrap();
+    let mut p = s.policy();
+    p.private_tmp = false;
+    p.read_deny.push(DenyAnchor {
+        path: abs(&cred),
+        kind: Some(FileKind::File),
+        exceptions: Vec::new(),
+        origin: Origin::flag("--deny-read"),
+    });
+    let path = cred.to_str().unwrap();
+    let out = s.run(&p, &["read", path]);
+    assert_eq!(value(&out, "read"), EACCES, "{out}");
+    assert!(!out.contains(SECRET), "{out}");
+    let out = s.run(&p, &["write", path]);
+    assert!([EROFS, EACCES].contains(&value(&out, "write")), "{out}");
+    assert_eq!(std::fs::read_to_string(&cred).unwrap(), SECRET, "the host's file is untouched");
+    let out = s.run(&p, &["ls", "/dev"]);
+    assert!(value(&out, "ls").starts_with("ok:"), "{out}");
+    assert!(!value(&out, "ls").contains("paddock-masked"), "{out}");
 }
 
 fn write_grant_is_writable_and_the_rest_is_read_only() {

@@ -4,9 +4,10 @@
 //! `paddock-supervisor`: a mount namespace of its own, private; each path opened without
 //! following a link at its end, cloned with everything below it, made `nosuid`, `nodev`
 //! and (`r`) read-only, and attached onto itself, descriptor to descriptor; a hidden file
-//! (`m`) gets the masked file bwrap bound at `INNER_MASK_PATH` instead, read-only, alone
-//! (that bind stays: copied into this namespace, it is locked; it shows the task the same
-//! empty mode-0000 file as every hidden path does). A kernel without the new mount API (before 5.12)
+//! (`m`) gets the masked file instead, read-only, alone: an empty mode-0000 file made at
+//! `INNER_MASK_PATH` in bwrap's fresh `/dev` before the first mask and removed after the
+//! last, so that the task reaches it only through those read-only mounts (the same empty
+//! mode-0000 file every hidden path shows). A kernel without the new mount API (before 5.12)
 //! binds with `mount(2)` and remounts keeping the flags `statfs` reports (in a user
 //! namespace, inherited flags are locked).
 
@@ -39,7 +40,16 @@ pub fn mount_all(mounts: &[*const u8]) -> Result<(), (Option<&CStr>, &'static st
     sys::unshare(libc::CLONE_NEWNS).map_err(|e| (None, "unshare", e))?;
     sys::mount(core::ptr::null(), c"/".as_ptr().cast(), libc::MS_REC | libc::MS_PRIVATE)
         .map_err(|e| (None, "make private", e))?;
-    for &m in mounts.iter().take_while(|m| !m.is_null()) {
+    let fields = || mounts.iter().take_while(|m| !m.is_null());
+    // SAFETY: each field is NUL-terminated (checked by `payload::parse`): its first byte is
+    // readable.
+    let masks = fields().any(|&m| unsafe { *m } == b'm');
+    let masked = INNER_MASK_PATH.as_ptr().cast();
+    if masks {
+        sys::create_empty(masked)
+            .map_err(|e| (Some(INNER_MASK_PATH), "make the masked file", e))?;
+    }
+    for &m in fields() {
         // SAFETY: a NUL-terminated field of the payload, checked by `payload::parse` to be a
         // kind byte and an absolute path.
         let field = unsafe { CStr::from_ptr(m.cast()) };
@@ -53,6 +63,9 @@ pub fn mount_all(mounts: &[*const u8]) -> Result<(), (Option<&CStr>, &'static st
             other => other,
         }
         .map_err(|(what, e)| (Some(path), what, e))?;
+    }
+    if masks {
+        sys::unlink(masked).map_err(|e| (Some(INNER_MASK_PATH), "remove the masked file", e))?;
     }
     Ok(())
 }

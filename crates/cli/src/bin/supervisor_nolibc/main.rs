@@ -58,7 +58,7 @@ mod constants {
     /// the sandbox has been killed and reaped, first of the task's end
     /// (`paddock_linux_bwrap::supervisor::TaskEnd`: `supervise::task_end`).
     pub const EXITED: u8 = b'E';
-    /// Where bwrap binds the masked file for the inner masks.
+    /// Where the supervisor makes the masked file of the inner masks, and removes it after.
     pub const INNER_MASK_PATH: &core::ffi::CStr = c"/dev/.paddock-masked";
     /// The argument before `--payload-fd` in bwrap's command line.
     pub const SUPERVISE_SUBCOMMAND: &[u8] = b"__supervise";

@@ -438,6 +438,19 @@ pub fn open_path(path: *const u8) -> Result<c_int, Errno> {
     call!(libc::SYS_openat, libc::AT_FDCWD, path, flags, 0).map(|fd| fd as c_int)
 }
 
+/// Makes the empty mode-0000 file `path`, never through a link nor over an existing one.
+pub fn create_empty(path: *const u8) -> Result<(), Errno> {
+    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    let fd = call!(libc::SYS_openat, libc::AT_FDCWD, path, flags, 0)?;
+    close(fd as c_int);
+    Ok(())
+}
+
+/// `unlink(path)`.
+pub fn unlink(path: *const u8) -> Result<(), Errno> {
+    call!(libc::SYS_unlinkat, libc::AT_FDCWD, path, 0).map(drop)
+}
+
 /// `open_tree(fd, "", OPEN_TREE_CLONE | AT_EMPTY_PATH | extra)`: a detached copy of the
 /// mount at `fd`.
 pub fn open_tree_clone(fd: c_int, extra: libc::c_uint) -> Result<c_int, Errno> {
