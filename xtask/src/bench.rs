@@ -5,8 +5,9 @@
 //! taken from the plan) and bare `true`, and a task that writes a file at once by default
 //! against the simplest sandbox running it ([`WRITES_A_FILE`]: its first write starts the
 //! notifications' server), interleaved rounds, printed as median, min and max and as ratios
-//! to the simplest sandbox; then the library's spawn + wait of `true` timed
-//! inside a task runner's process (cold: its first; warm: its second). `bench unix-socket`:
+//! to the simplest sandbox; in the same rounds the library's spawn + wait of `true` timed
+//! inside a task runner's process (cold: its first; warm: its second); then a prewarmed
+//! sandbox's. `bench unix-socket`:
 //! a connect to a unix socket granted by path against a plain one ([`unix_socket`]).
 
 use std::path::{Path, PathBuf};
@@ -125,57 +126,67 @@ impl std::fmt::Display for Stats {
 /// Names the `paddock` binary `bench spawn` runs instead of building this checkout's.
 const BENCH_PADDOCK_ENV: &str = "PADDOCK_BENCH_PADDOCK";
 
-/// Runs each command once per round for [`RUNS`] rounds after three warm-up rounds: every
-/// configuration sees the same machine state. Each round has an order of its own (shuffled
-/// from a fixed seed, so two runs of the benchmark use the same orders): what a command
-/// follows changes its time (a `paddock run` right after another was 0.12-0.14 ms faster
-/// than one right after bare bwrap), and a fixed order gives each configuration the same
-/// predecessor every round.
-fn interleaved(cmds: &mut [&mut dyn FnMut() -> Command]) -> Result<Vec<Stats>> {
-    let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(RUNS); cmds.len()];
+/// One configuration of a round: run once, it gives the time of each series it measures (a
+/// whole process: one, [`timed`]; the library's example: its spawns, timed inside it).
+type Measure<'a> = &'a mut dyn FnMut() -> Result<Vec<Duration>>;
+
+/// Runs each configuration once per round for [`RUNS`] rounds after three warm-up rounds:
+/// every configuration sees the same machine state. Each round has an order of its own
+/// (shuffled from a fixed seed, so two runs of the benchmark use the same orders): what a
+/// command follows changes its time (a `paddock run` right after another was 0.12-0.14 ms
+/// faster than one right after bare bwrap), and a fixed order gives each configuration the
+/// same predecessor every round. The statistics of each configuration's series, in order.
+fn interleaved(measures: &mut [Measure<'_>]) -> Result<Vec<Stats>> {
+    let mut times: Vec<Vec<Vec<Duration>>> = vec![Vec::new(); measures.len()];
     let mut rng = fastrand::Rng::with_seed(0x5eed);
-    let mut order: Vec<usize> = (0..cmds.len()).collect();
+    let mut order: Vec<usize> = (0..measures.len()).collect();
     for round in 0..RUNS + 3 {
         rng.shuffle(&mut order);
         for &i in &order {
-            let cmd = &mut cmds[i];
-            let mut c = cmd();
-            c.stdout(Stdio::null()).stderr(Stdio::null());
-            let t = Instant::now();
-            let status = c.status()?;
-            let elapsed = t.elapsed();
-            if !status.success() {
-                bail!(
-                    "benchmark command failed: {status}: {:?} {:?}",
-                    c.get_program(),
-                    c.get_args().collect::<Vec<_>>()
-                );
+            let samples = measures[i]()?;
+            if round < 3 {
+                continue;
             }
-            if round >= 3 {
-                times[i].push(elapsed);
+            let series = &mut times[i];
+            series.resize_with(samples.len().max(series.len()), Vec::new);
+            for (s, t) in series.iter_mut().zip(samples) {
+                s.push(t);
             }
         }
     }
-    Ok(times.into_iter().map(Stats::of).collect())
+    Ok(times.into_iter().flatten().map(Stats::of).collect())
 }
 
-/// The library's spawn + wait of `true`, timed inside one process per round (the
-/// `spawn_timing` example): the process's first spawn (cold) and its second (warm).
-fn library_rounds(example: &Path, supervisor: &Path, project: &Path) -> Result<(Stats, Stats)> {
-    let (mut cold, mut warm) = (Vec::new(), Vec::new());
-    for round in 0..RUNS / 4 + 1 {
-        let micros = example_micros(example, project, "2", supervisor, &[])?;
-        let [first, second] = micros[..] else { bail!("spawn_timing printed {micros:?}") };
-        if round > 0 {
-            cold.push(Duration::from_micros(first));
-            warm.push(Duration::from_micros(second));
-        }
+/// A whole process's time, `cmd` run with its output discarded; an error if it fails.
+fn timed(mut c: Command) -> Result<Vec<Duration>> {
+    c.stdout(Stdio::null()).stderr(Stdio::null());
+    let t = Instant::now();
+    let status = c.status()?;
+    let elapsed = t.elapsed();
+    if !status.success() {
+        bail!(
+            "benchmark command failed: {status}: {:?} {:?}",
+            c.get_program(),
+            c.get_args().collect::<Vec<_>>()
+        );
     }
-    Ok((Stats::of(cold), Stats::of(warm)))
+    Ok(vec![elapsed])
+}
+
+/// The library's spawn + wait of `true`, timed inside one process (the `spawn_timing`
+/// example): the process's first spawn (cold) and its second (warm).
+fn library_round(example: &Path, supervisor: &Path, project: &Path) -> Result<Vec<Duration>> {
+    let micros = example_micros(example, project, "2", supervisor, &[])?;
+    let [first, second] = micros[..] else { bail!("spawn_timing printed {micros:?}") };
+    Ok(vec![Duration::from_micros(first), Duration::from_micros(second)])
 }
 
 /// The library's spawn+wait of `true` from a sandbox with two prewarmed (the
 /// `spawn_timing` example with `prewarm`): every spawn after the first two of each process.
+/// Apart from the interleaved rounds: each process pauses 50 ms before each spawn (for the
+/// sandbox made again in the background), and the sandboxes it leaves are torn down as it
+/// ends, work the kernel finishes in the background (the network namespaces), which would
+/// land on whatever runs next.
 fn prewarmed_rounds(example: &Path, supervisor: &Path, project: &Path) -> Result<Stats> {
     let mut times = Vec::new();
     for _ in 0..RUNS / 20 + 1 {
@@ -349,42 +360,49 @@ fn spawn(root: &Path) -> Result<()> {
         c
     };
     let paddock_run = |dir: &Path, off: bool| paddock_task(dir, off, &["true"]);
+    run(cargo().args(["build", "--release", "-p", "paddock", "--example", "spawn_timing"]))?;
+    let example = crate::target_dir(root).join("release/examples/spawn_timing");
+    // The shipped supervisor (`build.rs`), as an installed library user would point to.
+    let supervisor = paddock.with_file_name("paddock-supervisor");
     let stats = made_ok.and_then(|()| make_big_project(&big)).and_then(|()| {
         interleaved(&mut [
-            &mut || Command::new("/bin/true"),
+            &mut || timed(Command::new("/bin/true")),
             // The runner's own start and exit, doing nothing else: a floor no run goes under.
             &mut || {
                 let mut c = Command::new(&paddock);
                 c.arg("--version");
-                c
+                timed(c)
             },
             &mut || {
                 let mut c = Command::new(&bwrap);
                 c.args(SIMPLEST_BWRAP);
-                c
+                timed(c)
             },
             &mut || {
                 let mut c = Command::new(&bwrap);
                 c.args(&bwrap_args).current_dir(&baseline);
-                c
+                timed(c)
             },
             // paddock with the project as the user has it: it places and removes its
             // placeholders (mount points for missing protected names) on every run.
-            &mut || paddock_run(&project, true),
+            &mut || timed(paddock_run(&project, true)),
             // And as run by default: itemized by the observers where the host has them (a
             // FUSE mount in a namespace of the child's own, the notify filter).
-            &mut || paddock_run(&project, false),
+            &mut || timed(paddock_run(&project, false)),
             // The same two in a project with 50 protected names and 20 deny entries.
-            &mut || paddock_run(&big, true),
-            &mut || paddock_run(&big, false),
+            &mut || timed(paddock_run(&big, true)),
+            &mut || timed(paddock_run(&big, false)),
             // A task that writes a file at once, in the simplest sandbox and by default: its
             // first write is a notified call, which starts the notifications' server.
             &mut || {
                 let mut c = Command::new(&bwrap);
                 c.args(&SIMPLEST_BWRAP[..SIMPLEST_BWRAP.len() - 1]).args(WRITES_A_FILE);
-                c
+                timed(c)
             },
-            &mut || paddock_task(&project, false, WRITES_A_FILE),
+            &mut || timed(paddock_task(&project, false, WRITES_A_FILE)),
+            // The library in a task runner's process, in the same rounds: its first spawn
+            // and its second (two series).
+            &mut || library_round(&example, &supervisor, &project),
         ])
     });
     for path in made.iter().rev() {
@@ -402,18 +420,18 @@ fn spawn(root: &Path) -> Result<()> {
         big_default,
         simplest_writes,
         default_writes,
+        cold,
+        warm,
     ] = stats[..]
     else {
-        bail!("one result per configuration expected");
+        bail!("one result per series expected");
     };
-    run(cargo().args(["build", "--release", "-p", "paddock", "--example", "spawn_timing"]))?;
-    let example = crate::target_dir(root).join("release/examples/spawn_timing");
-    // The shipped supervisor (`build.rs`), as an installed library user would point to.
-    let supervisor = paddock.with_file_name("paddock-supervisor");
-    let (cold, warm) = library_rounds(&example, &supervisor, &project)?;
     let prewarmed = prewarmed_rounds(&example, &supervisor, &project)?;
     let _ = std::fs::remove_dir_all(&big);
-    println!("bench spawn: {RUNS} interleaved rounds (library: {}), median (min, max):", RUNS / 4);
+    println!(
+        "bench spawn: {RUNS} interleaved rounds (prewarmed: {} processes after), median (min, max):",
+        RUNS / 20 + 1
+    );
     println!("  bare true:                         {bare}");
     println!("  paddock --version (runner alone):  {runner}");
     println!("  simplest bwrap sandbox (baseline): {simplest}");
