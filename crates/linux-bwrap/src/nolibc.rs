@@ -32,7 +32,7 @@
 //! its arguments are the server's command line but for the `--task PID --listener FD` the
 //! supervisor adds. Each inner mount ([`SupervisorPayload::inner_mounts`]) is its path after
 //! one byte: `r` read-only, `w` as it is, `m` masked with the empty file the supervisor
-//! makes at [`crate::INNER_MASK_PATH`]. Numbers are decimal. Nothing follows the last variable. The
+//! makes at [`crate::INNER_MASK_PATH`], `e` an empty read-only tmpfs over it. Numbers are decimal. Nothing follows the last variable. The
 //! supervisor reads it without copying: the fields are the strings `execve` takes.
 
 use paddock_policy::{AbsPathBuf, Payload, SpawnPlan};
@@ -114,10 +114,11 @@ pub fn encode(p: &SupervisorPayload, observed: bool) -> Option<Vec<u8>> {
     }
     field(p.inner_mounts.len().to_string().as_bytes())?;
     for m in &p.inner_mounts {
-        let kind: &[u8] = match (m.mask, m.read_only) {
-            (true, _) => b"m",
-            (false, true) => b"r",
-            (false, false) => b"w",
+        let kind: &[u8] = match (m.mask, m.empty_dir, m.read_only) {
+            (true, _, _) => b"m",
+            (false, true, _) => b"e",
+            (false, false, true) => b"r",
+            (false, false, false) => b"w",
         };
         field(&[kind, m.path.0.as_encoded_bytes()].concat())?;
     }
@@ -265,11 +266,19 @@ mod tests {
                 path: Bytes("/work/p/.git".into()),
                 read_only: false,
                 mask: false,
+                empty_dir: false,
             },
             crate::payload::InnerMount {
                 path: Bytes("/work/p/.bashrc".into()),
                 read_only: true,
                 mask: true,
+                empty_dir: false,
+            },
+            crate::payload::InnerMount {
+                path: Bytes("/home/u/.ssh".into()),
+                read_only: true,
+                mask: false,
+                empty_dir: true,
             },
         ];
         let with_inner =
@@ -278,7 +287,7 @@ mod tests {
             String::from_utf8(with_inner).unwrap().contains(concat!(
                 "\0-\0-\0-\0",
                 "0\0",
-                "2\0w/work/p/.git\0m/work/p/.bashrc\0sh\0"
+                "3\0w/work/p/.git\0m/work/p/.bashrc\0e/home/u/.ssh\0sh\0"
             )),
             "each inner mount after the count, its kind byte first"
         );

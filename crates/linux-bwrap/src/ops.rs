@@ -53,7 +53,8 @@ use paddock_policy::{
 mod self_mounts;
 
 pub use self_mounts::{
-    inner_masks, inner_mountable, self_mountable, take_self_mounts, verified_binds,
+    inner_hidden_dirs, inner_masks, inner_mountable, self_mountable, take_inner_mounts,
+    take_self_mounts, verified_binds,
 };
 
 /// One bubblewrap setup step.

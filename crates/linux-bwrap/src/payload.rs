@@ -157,6 +157,10 @@ pub struct InnerMount {
     /// The masked file over a hidden file, not the path onto itself (read-only, alone).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mask: bool,
+    /// An empty read-only directory over a hidden directory (a fresh tmpfs, mode 0755, as
+    /// bwrap's `--tmpfs` and `--remount-ro` make it), not the path onto itself.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub empty_dir: bool,
 }
 
 /// The task of a prewarmed sandbox ([`SupervisorPayload::task_fd`]), as the runner hands it
@@ -289,8 +293,24 @@ mod tests {
             }),
             mount_ids_fd: Some(10),
             inner_mounts: vec![
-                InnerMount { path: Bytes("/p/.git".into()), read_only: false, mask: false },
-                InnerMount { path: Bytes("/p/conf/key.pem".into()), read_only: true, mask: true },
+                InnerMount {
+                    path: Bytes("/p/.git".into()),
+                    read_only: false,
+                    mask: false,
+                    empty_dir: false,
+                },
+                InnerMount {
+                    path: Bytes("/p/conf/key.pem".into()),
+                    read_only: true,
+                    mask: true,
+                    empty_dir: false,
+                },
+                InnerMount {
+                    path: Bytes("/home/u/.ssh".into()),
+                    read_only: true,
+                    mask: false,
+                    empty_dir: true,
+                },
             ],
             task_fd: None,
         };

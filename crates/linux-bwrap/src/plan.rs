@@ -26,7 +26,7 @@ use paddock_policy::{
 
 use crate::mount_ids::MOUNT_IDS_FD;
 use crate::ops::{self, BwrapOp, MountInputs, ProcMode};
-use crate::payload::{Bytes, InnerMount, SupervisorPayload, UnixSocketGrant};
+use crate::payload::{Bytes, SupervisorPayload, UnixSocketGrant};
 use crate::seccomp;
 
 /// The backend's name.
@@ -317,14 +317,10 @@ impl Backend for LinuxBwrap {
             // And the masks of hidden files outside the grants, with the supervisor's own
             // masked file: each one bwrap bind fewer.
             let inner = ops::inner_masks(&all, inner, &inputs.masked_file);
-            inner_mounts = ops::take_self_mounts(&mut all, &inner)
-                .into_iter()
-                .map(|m| InnerMount {
-                    path: Bytes(m.path.as_os_str().to_os_string()),
-                    read_only: m.read_only,
-                    mask: m.source.is_some(),
-                })
-                .collect();
+            // And the hidden directories there: an empty read-only tmpfs of the
+            // supervisor's for bwrap's tmpfs and its remount (which reads the mount table).
+            let hidden = ops::inner_hidden_dirs(&all, &inner);
+            inner_mounts = ops::take_inner_mounts(&mut all, &inner, &hidden);
             if !inner_mounts.is_empty() {
                 let at = all.iter().position(|op| *op == BwrapOp::CapDropAll).map_or(0, |i| i + 1);
                 all.splice(at..at, [BwrapOp::CapAddSysAdmin, BwrapOp::CapAddSetpcap]);

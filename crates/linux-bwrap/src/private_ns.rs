@@ -195,6 +195,9 @@ enum Kind {
     Writable,
     /// A hidden file: the masked file mounted over it, read-only.
     Mask,
+    /// A hidden directory: an empty read-only tmpfs mounted over it (mode 0755, as bwrap's
+    /// `--tmpfs` and `--remount-ro` leave one).
+    EmptyDir,
 }
 
 /// The paths to mount onto themselves in the private namespace, in order: the protected
@@ -253,10 +256,11 @@ impl SelfMounts {
         for m in mounts {
             let path = CString::new(m.path.0.as_bytes())
                 .map_err(|_| format!("the inner mount {:?} holds a NUL byte", m.path.0))?;
-            let (kind, source) = match (m.mask, m.read_only) {
-                (true, _) => (Kind::Mask, Some(inner_mask_path())),
-                (false, true) => (Kind::ReadOnly, None),
-                (false, false) => (Kind::Writable, None),
+            let (kind, source) = match (m.mask, m.empty_dir, m.read_only) {
+                (true, _, _) => (Kind::Mask, Some(inner_mask_path())),
+                (false, true, _) => (Kind::EmptyDir, None),
+                (false, false, true) => (Kind::ReadOnly, None),
+                (false, false, false) => (Kind::Writable, None),
             };
             out.push((path, kind, source));
         }
@@ -365,13 +369,110 @@ fn make_root_private() -> io::Result<()> {
 /// new mount API, else (before Linux 5.12) with `mount(2)`; a link is then left as it is.
 fn mount_one(path: &CString, kind: Kind, source: Option<&CString>) -> io::Result<()> {
     let source = source.unwrap_or(path);
+    if kind == Kind::EmptyDir {
+        return match mount_empty_dir(path) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => empty_dir_with_mount(path),
+            other => other,
+        };
+    }
     match mount_tree(source, path, kind) {
         Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => match kind {
             Kind::Link => Ok(()),
-            Kind::ReadOnly | Kind::Writable | Kind::Mask => bind_with_mount(source, path, kind),
+            Kind::ReadOnly | Kind::Writable | Kind::Mask | Kind::EmptyDir => {
+                bind_with_mount(source, path, kind)
+            }
         },
         other => other,
     }
+}
+
+/// An empty read-only tmpfs (mode 0755), made detached (`fsopen`, `fsconfig`, `fsmount`)
+/// and attached onto `path`'s `O_PATH | O_NOFOLLOW` descriptor.
+fn mount_empty_dir(path: &CString) -> io::Result<()> {
+    let at = open_path(path)?;
+    let result = tmpfs_detached().and_then(|tree| {
+        // SAFETY: both paths are empty NUL-terminated strings relative to descriptors we
+        // hold: the detached tmpfs onto the directory.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_move_mount,
+                tree,
+                c"".as_ptr(),
+                at,
+                c"".as_ptr(),
+                MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+            )
+        };
+        // SAFETY: closing the tree's descriptor: an attached mount stays.
+        unsafe { libc::close(tree) };
+        check_long(rc)
+    });
+    // SAFETY: closing the descriptor opened above.
+    unsafe { libc::close(at) };
+    result
+}
+
+/// A detached empty tmpfs, mode 0755, mounted read-only, `nosuid` and `nodev`.
+fn tmpfs_detached() -> io::Result<libc::c_int> {
+    // <linux/mount.h>: FSOPEN_CLOEXEC, FSCONFIG_SET_STRING, FSCONFIG_CMD_CREATE,
+    // FSMOUNT_CLOEXEC.
+    const FSOPEN_CLOEXEC: libc::c_uint = 1;
+    const FSCONFIG_SET_STRING: libc::c_uint = 1;
+    const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
+    const FSMOUNT_CLOEXEC: libc::c_uint = 1;
+    // SAFETY: a NUL-terminated filesystem name; the result is checked and closed below.
+    let fs = unsafe { libc::syscall(libc::SYS_fsopen, c"tmpfs".as_ptr(), FSOPEN_CLOEXEC) };
+    check_long(fs)?;
+    let fs = libc::c_int::try_from(fs).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+    // SAFETY: NUL-terminated key and value for the filesystem context we hold; the create
+    // command takes none.
+    let configured = check_long(unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs,
+            FSCONFIG_SET_STRING,
+            c"mode".as_ptr(),
+            c"0755".as_ptr(),
+            0,
+        )
+    })
+    .and_then(|()| {
+        // SAFETY: as above.
+        check_long(unsafe {
+            libc::syscall(
+                libc::SYS_fsconfig,
+                fs,
+                FSCONFIG_CMD_CREATE,
+                std::ptr::null::<u8>(),
+                std::ptr::null::<u8>(),
+                0,
+            )
+        })
+    });
+    let attr = libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV;
+    let tree = configured.and_then(|()| {
+        // SAFETY: the created filesystem context we hold; flags and attributes by value.
+        let tree = unsafe { libc::syscall(libc::SYS_fsmount, fs, FSMOUNT_CLOEXEC, attr) };
+        check_long(tree)?;
+        libc::c_int::try_from(tree).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))
+    });
+    // SAFETY: closing the filesystem context: the mount keeps what it needs.
+    unsafe { libc::close(fs) };
+    tree
+}
+
+/// [`mount_empty_dir`] with `mount(2)`, before Linux 5.2.
+fn empty_dir_with_mount(path: &CString) -> io::Result<()> {
+    // SAFETY: NUL-terminated type, target and options.
+    check(unsafe {
+        libc::mount(
+            c"tmpfs".as_ptr(),
+            path.as_ptr(),
+            c"tmpfs".as_ptr(),
+            libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV,
+            c"mode=0755".as_ptr().cast(),
+        )
+    })
 }
 
 /// Makes the empty mode-0000 file `path`, never through a link nor over an existing one.

@@ -1,11 +1,15 @@
 //! Which binds the runner's child makes before bwrap (`ops::self_mountable`): only those the
 //! grant's recursive bind carries into the sandbox; and which of those the supervisor makes
 //! once bwrap is done (`ops::inner_mountable`), with the masks of hidden files it makes from
-//! its own masked file (`ops::inner_masks`).
+//! its own masked file (`ops::inner_masks`) and the empty directories over hidden ones
+//! (`ops::inner_hidden_dirs`).
 
 use paddock_policy::{AbsPathBuf, SelfMount};
 
-use crate::ops::{BwrapOp, inner_masks, inner_mountable, self_mountable, take_self_mounts};
+use crate::ops::{
+    BwrapOp, inner_hidden_dirs, inner_masks, inner_mountable, self_mountable, take_inner_mounts,
+    take_self_mounts,
+};
 
 fn abs(p: &str) -> AbsPathBuf {
     AbsPathBuf::new_lexical(p).unwrap()
@@ -174,4 +178,49 @@ fn the_supervisor_masks_a_hidden_file_where_the_sandbox_shows_the_hosts_and_noth
     // What inner_mountable gave comes through, in order with the masks.
     let taken = inner_masks(&ops, vec![12], &abs("/run/t1/masked"));
     assert_eq!(taken, [2, 8, 12]);
+}
+
+#[test]
+fn the_supervisor_hides_a_directory_left_empty_where_the_sandbox_shows_the_hosts() {
+    let tmpfs = |p: &str| BwrapOp::Tmpfs { dest: abs(p) };
+    let remount = |p: &str| BwrapOp::RemountRo { dest: abs(p) };
+    let mut ops = vec![
+        ro("/"), // 0
+        BwrapOp::Dev { dest: abs("/dev") },
+        tmpfs("/home/u/.ssh"),     // 2: empty, under `/`: taken
+        tmpfs("/home/u/.aws"),     // 3: an exception bound back into it: bwrap's
+        tmpfs("/srv/late"),        // 4: covered by a later tmpfs above it: bwrap's
+        tmpfs("/srv"),             // 5: no remount (a private /tmp's kind): bwrap's
+        tmpfs("/tmp"),             // 6
+        tmpfs("/tmp/hidden"),      // 7: under the private /tmp, not the host's: bwrap's
+        bind("/p"),                // 8
+        tmpfs("/p/.secrets"),      // 9: under a grant's bind of itself: taken
+        ro("/home/u/.aws/config"), // 10
+        ro("/p/.git"),             // 11: the supervisor's already
+        remount("/home/u/.ssh"),   // 12
+        remount("/home/u/.aws"),   // 13
+        remount("/srv/late"),      // 14
+        remount("/tmp/hidden"),    // 15
+        remount("/p/.secrets"),    // 16
+    ];
+    let hidden = inner_hidden_dirs(&ops, &[11]);
+    assert_eq!(hidden, [(2, 12), (9, 16)]);
+    let taken = take_inner_mounts(&mut ops, &[11], &hidden);
+    let kinds: Vec<_> = taken
+        .iter()
+        .map(|m| (m.path.0.to_string_lossy().into_owned(), m.empty_dir, m.read_only))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("/home/u/.ssh".to_owned(), true, true),
+            ("/p/.secrets".to_owned(), true, true),
+            ("/p/.git".to_owned(), false, true),
+        ]
+    );
+    // Their tmpfs and remount are gone from bwrap's ops; the others stay.
+    assert!(!ops.contains(&tmpfs("/home/u/.ssh")) && !ops.contains(&remount("/home/u/.ssh")));
+    assert!(!ops.contains(&remount("/p/.secrets")));
+    assert!(ops.contains(&tmpfs("/home/u/.aws")) && ops.contains(&remount("/home/u/.aws")));
+    assert_eq!(ops.len(), 17 - 5);
 }

@@ -140,6 +140,8 @@ fn args_text(plan: &paddock_policy::SpawnPlan) -> String {
             "(inner-mount {} {})\n",
             if m.mask {
                 "mask"
+            } else if m.empty_dir {
+                "empty-dir"
             } else if m.read_only {
                 "ro"
             } else {
@@ -320,17 +322,16 @@ fn nesting_anchor_in_grant_project_in_tmp_and_file_anchor() {
             --cap-add CAP_SETPCAP
             --ro-bind / /
             --dev /dev
-            --tmpfs /home/u/.nothing
             --proc /proc
             --tmpfs /run/user/1000/paddock
             --tmpfs /tmp
             --bind /tmp/proj /tmp/proj
             --tmpfs /tmp/proj/secrets
             --ro-bind /tmp/proj/secrets/public /tmp/proj/secrets/public
-            --remount-ro /home/u/.nothing
             --remount-ro /tmp/proj/secrets
             --ro-bind /home/u/.cargo/bin/paddock /dev/.paddock-supervisor
             (inner-mount mask /home/u/.git-credentials)
+            (inner-mount empty-dir /home/u/.nothing)
         "#]],
     );
 }

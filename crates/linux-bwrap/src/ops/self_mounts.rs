@@ -7,6 +7,7 @@
 use paddock_policy::{AbsPathBuf, SelfMount};
 
 use super::BwrapOp;
+use crate::payload::{Bytes, InnerMount};
 
 /// The paths the supervisor checks again once bwrap has mounted them (see
 /// [`crate::mount_ids`]): each bind of a path onto itself at or under a writable one (where
@@ -253,4 +254,104 @@ pub fn inner_masks(ops: &[BwrapOp], inner: Vec<usize>, masked_file: &AbsPathBuf)
     }
     out.sort_unstable();
     out
+}
+
+/// The hidden directories the supervisor can hide itself once bwrap is done: each
+/// `--tmpfs DIR` with a `--remount-ro DIR` after it (an empty read-only directory over DIR)
+/// where the nearest mount bwrap keeps before it above DIR is a bind of a path onto itself
+/// (the host's `/`, a grant: DIR is there as the host has it), none at DIR, and no other
+/// mount bwrap keeps after it at, above or below DIR (nothing bound back into it, nothing
+/// covering it). `inner` are the ops the supervisor takes already (made in mount order with
+/// these, they are not bwrap's). Each as (the tmpfs's index, the remount's), ascending.
+pub fn inner_hidden_dirs(ops: &[BwrapOp], inner: &[usize]) -> Vec<(usize, usize)> {
+    use std::collections::{HashMap, HashSet};
+    use std::path::Path;
+    let taken: HashSet<usize> = inner.iter().copied().collect();
+    let remount_of = |i: usize, dir: &AbsPathBuf| {
+        ops.iter()
+            .enumerate()
+            .skip(i + 1)
+            .find(|(_, op)| matches!(op, BwrapOp::RemountRo { dest } if dest == dir))
+            .map(|(r, _)| r)
+    };
+    let mut candidates: Vec<(usize, usize)> = ops
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !taken.contains(i))
+        .filter_map(|(i, op)| match op {
+            BwrapOp::Tmpfs { dest } => remount_of(i, dest).map(|r| (i, r)),
+            _ => None,
+        })
+        .collect();
+    let remounts: HashSet<usize> = candidates.iter().map(|(_, r)| *r).collect();
+    // Whether a mount bwrap keeps after each op is at, above or below its path.
+    let mut later: HashSet<&Path> = HashSet::new();
+    let mut later_below: HashSet<&Path> = HashSet::new();
+    let mut crowded = vec![false; ops.len()];
+    for (i, op) in ops.iter().enumerate().rev() {
+        let Some(dest) = op.dest() else { continue };
+        let path = dest.as_path();
+        crowded[i] = path.ancestors().any(|a| later.contains(a)) || later_below.contains(path);
+        if !taken.contains(&i) && !remounts.contains(&i) {
+            later.insert(path);
+            later_below.extend(path.ancestors().skip(1));
+        }
+    }
+    let mut nearest: HashMap<&Path, usize> = HashMap::new();
+    let mut visible = vec![false; ops.len()];
+    for (i, op) in ops.iter().enumerate() {
+        let Some(dest) = op.dest() else { continue };
+        let path = dest.as_path();
+        let carrier = path.ancestors().skip(1).filter_map(|a| nearest.get(a).copied()).max();
+        visible[i] =
+            !nearest.contains_key(path) && carrier.is_some_and(|j| same_path(&ops[j]).is_some());
+        if !taken.contains(&i) && !remounts.contains(&i) && !matches!(op, BwrapOp::RemountRo { .. })
+        {
+            nearest.insert(path, i);
+        }
+    }
+    candidates.retain(|&(i, _)| visible[i] && !crowded[i]);
+    candidates
+}
+
+/// Takes the ops at `binds` (ascending: binds, from [`inner_mountable`] and
+/// [`inner_masks`]) and at `hidden` (from [`inner_hidden_dirs`]) out of `ops`, as the
+/// supervisor's inner mounts, in mount order.
+pub fn take_inner_mounts(
+    ops: &mut Vec<BwrapOp>,
+    binds: &[usize],
+    hidden: &[(usize, usize)],
+) -> Vec<InnerMount> {
+    use std::collections::HashSet;
+    let binds: HashSet<usize> = binds.iter().copied().collect();
+    let dirs: HashSet<usize> = hidden.iter().map(|(i, _)| *i).collect();
+    let remounts: HashSet<usize> = hidden.iter().map(|(_, r)| *r).collect();
+    let mut taken = Vec::new();
+    let mut i = 0;
+    ops.retain(|op| {
+        let at = i;
+        i += 1;
+        match op {
+            BwrapOp::Bind { src, dest } | BwrapOp::RoBind { src, dest } if binds.contains(&at) => {
+                taken.push(InnerMount {
+                    path: Bytes(dest.as_os_str().to_os_string()),
+                    read_only: matches!(op, BwrapOp::RoBind { .. }),
+                    mask: src != dest,
+                    empty_dir: false,
+                });
+                false
+            }
+            BwrapOp::Tmpfs { dest } if dirs.contains(&at) => {
+                taken.push(InnerMount {
+                    path: Bytes(dest.as_os_str().to_os_string()),
+                    read_only: true,
+                    mask: false,
+                    empty_dir: true,
+                });
+                false
+            }
+            _ => !remounts.contains(&at),
+        }
+    });
+    taken
 }

@@ -152,6 +152,10 @@ const TESTS: &[(&str, Test)] = &[
         a_hidden_file_outside_the_grants_shows_only_the_empty_mask,
     ),
     (
+        "a_hidden_directory_outside_the_grants_is_empty_and_read_only",
+        a_hidden_directory_outside_the_grants_is_empty_and_read_only,
+    ),
+    (
         "write_grant_is_writable_and_the_rest_is_read_only",
         write_grant_is_writable_and_the_rest_is_read_only,
     ),
@@ -455,6 +459,32 @@ fn a_hidden_file_outside_the_grants_shows_only_the_empty_mask() {
     assert!(!value(&out, "ls").contains("paddock-masked"), "{out}");
 }
 
+fn a_hidden_directory_outside_the_grants_is_empty_and_read_only() {
+    // Outside every grant and under nothing bwrap mounts (no private `/tmp` here): the
+    // supervisor mounts an empty read-only tmpfs over it.
+    let s = Scratch::new("vault");
+    let vault = s.root.join("vault");
+    std::fs::create_dir(&vault).unwrap();
+    std::fs::write(vault.join("key"), SECRET).unwrap();
+    let mut p = s.policy();
+    p.private_tmp = false;
+    p.read_deny.push(DenyAnchor {
+        path: abs(&vault),
+        kind: Some(FileKind::Dir),
+        exceptions: Vec::new(),
+        origin: Origin::flag("--deny-read"),
+    });
+    let out = s.run(&p, &["ls", vault.to_str().unwrap()]);
+    assert_eq!(value(&out, "ls"), "ok:", "{out}");
+    let key = vault.join("key");
+    let out = s.run(&p, &["read", key.to_str().unwrap()]);
+    assert_eq!(value(&out, "read"), ENOENT, "{out}");
+    let out = s.run(&p, &["write", vault.join("new").to_str().unwrap()]);
+    assert_eq!(value(&out, "write"), EROFS, "{out}");
+    assert_eq!(std::fs::read_to_string(&key).unwrap(), SECRET, "the host's file is untouched");
+    assert!(!vault.join("new").exists());
+}
+
 fn write_grant_is_writable_and_the_rest_is_read_only() {
     let s = Scratch::new("write");
     let p = s.policy();
@@ -741,6 +771,7 @@ fn an_inner_mount_that_cannot_be_made_fails_closed() {
         path: Bytes(gone.clone().into_os_string()),
         read_only: true,
         mask: false,
+        empty_dir: false,
     });
     sup.bytes = payload.to_bytes();
     let plan = supervised(plan);

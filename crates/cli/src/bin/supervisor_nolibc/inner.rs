@@ -3,8 +3,9 @@
 //! `paddock_linux_bwrap::private_ns::SelfMounts::mount_inside` makes them for
 //! `paddock-supervisor`: a mount namespace of its own, private; each path opened without
 //! following a link at its end, cloned with everything below it, made `nosuid`, `nodev`
-//! and (`r`) read-only, and attached onto itself, descriptor to descriptor; a hidden file
-//! (`m`) gets the masked file instead, read-only, alone: an empty mode-0000 file made at
+//! and (`r`) read-only, and attached onto itself, descriptor to descriptor; a hidden
+//! directory (`e`) gets an empty read-only tmpfs (mode 0755, as bwrap's `--tmpfs`); a hidden
+//! file (`m`) gets the masked file instead, read-only, alone: an empty mode-0000 file made at
 //! `INNER_MASK_PATH` in bwrap's fresh `/dev` before the first mask and removed after the
 //! last, so that the task reaches it only through those read-only mounts (the same empty
 //! mode-0000 file every hidden path shows). A kernel without the new mount API (before 5.12)
@@ -58,9 +59,15 @@ pub fn mount_all(mounts: &[*const u8]) -> Result<(), (Option<&CStr>, &'static st
         let path = unsafe { CStr::from_ptr(m.add(1).cast()) };
         let mask = kind == b'm';
         let source = if mask { INNER_MASK_PATH } else { path };
-        match mount_tree(source, path, kind) {
-            Err((_, Errno(libc::ENOSYS))) => bind_with_mount(source, path, kind),
-            other => other,
+        match kind {
+            b'e' => match mount_empty_dir(path) {
+                Err((_, Errno(libc::ENOSYS))) => empty_dir_with_mount(path),
+                other => other,
+            },
+            _ => match mount_tree(source, path, kind) {
+                Err((_, Errno(libc::ENOSYS))) => bind_with_mount(source, path, kind),
+                other => other,
+            },
         }
         .map_err(|(what, e)| (Some(path), what, e))?;
     }
@@ -103,6 +110,32 @@ fn mount_tree(source: &CStr, path: &CStr, kind: u8) -> Result<(), (&'static str,
     });
     sys::close(at);
     result
+}
+
+/// The options of the empty directory over a hidden one: bwrap's `--tmpfs` mode.
+const EMPTY_DIR_MODE: &CStr = c"0755";
+
+/// An empty read-only tmpfs (`e`), detached and attached onto `path`'s descriptor.
+fn mount_empty_dir(path: &CStr) -> Result<(), (&'static str, Errno)> {
+    let attr = libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV;
+    let at = sys::open_path(path.as_ptr().cast()).map_err(|e| ("open", e))?;
+    let result = sys::tmpfs_detached(EMPTY_DIR_MODE.as_ptr().cast(), attr)
+        .map_err(|e| ("make the empty directory", e))
+        .and_then(|tree| {
+            let done = sys::move_mount(tree, at).map_err(|e| ("move_mount", e));
+            sys::close(tree);
+            done
+        });
+    sys::close(at);
+    result
+}
+
+/// [`mount_empty_dir`] with `mount(2)`, before Linux 5.2.
+fn empty_dir_with_mount(path: &CStr) -> Result<(), (&'static str, Errno)> {
+    let flags = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV;
+    let data = c"mode=0755";
+    sys::mount_new(c"tmpfs".as_ptr().cast(), path.as_ptr().cast(), flags, data.as_ptr().cast())
+        .map_err(|e| ("mount an empty tmpfs", e))
 }
 
 fn bind_with_mount(source: &CStr, path: &CStr, kind: u8) -> Result<(), (&'static str, Errno)> {

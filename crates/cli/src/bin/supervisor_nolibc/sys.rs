@@ -451,6 +451,28 @@ pub fn unlink(path: *const u8) -> Result<(), Errno> {
     call!(libc::SYS_unlinkat, libc::AT_FDCWD, path, 0).map(drop)
 }
 
+/// `mount(2)` of a new filesystem of type `fstype` with the options `data`.
+pub fn mount_new(
+    fstype: *const u8,
+    target: *const u8,
+    flags: libc::c_ulong,
+    data: *const u8,
+) -> Result<(), Errno> {
+    call!(libc::SYS_mount, fstype, target, fstype, flags, data).map(drop)
+}
+
+/// A detached tmpfs (`fsopen`, `fsconfig`, `fsmount`) with the options `mode`, mounted
+/// with `attr` (`MOUNT_ATTR_*`): its descriptor.
+pub fn tmpfs_detached(mode: *const u8, attr: u64) -> Result<c_int, Errno> {
+    // FSOPEN_CLOEXEC; FSCONFIG_SET_STRING, FSCONFIG_CMD_CREATE; FSMOUNT_CLOEXEC.
+    let fs = call!(libc::SYS_fsopen, c"tmpfs".as_ptr(), 1)? as c_int;
+    let mounted = call!(libc::SYS_fsconfig, fs, 1, c"mode".as_ptr(), mode, 0)
+        .and_then(|_| call!(libc::SYS_fsconfig, fs, 6, 0, 0, 0))
+        .and_then(|_| call!(libc::SYS_fsmount, fs, 1, attr));
+    close(fs);
+    mounted.map(|fd| fd as c_int)
+}
+
 /// `open_tree(fd, "", OPEN_TREE_CLONE | AT_EMPTY_PATH | extra)`: a detached copy of the
 /// mount at `fd`.
 pub fn open_tree_clone(fd: c_int, extra: libc::c_uint) -> Result<c_int, Errno> {

@@ -57,15 +57,25 @@ fn what_the_runner_encodes_is_what_this_supervisor_reads() {
 #[test]
 fn the_inner_mounts_are_read_in_order_and_a_malformed_one_is_refused() {
     use paddock_linux_bwrap::payload::InnerMount;
+    let mount = |path: &str, read_only, mask, empty_dir| InnerMount {
+        path: Bytes(path.into()),
+        read_only,
+        mask,
+        empty_dir,
+    };
     let inner = vec![
-        InnerMount { path: Bytes("/work/p/.git".into()), read_only: false, mask: false },
-        InnerMount { path: Bytes("/work/p/.bashrc".into()), read_only: true, mask: false },
-        InnerMount { path: Bytes("/work/p/key.pem".into()), read_only: true, mask: true },
+        mount("/work/p/.git", false, false, false),
+        mount("/work/p/.bashrc", true, false, false),
+        mount("/work/p/key.pem", true, true, false),
+        mount("/home/u/.ssh", true, false, true),
     ];
     let bytes =
         encode(&SupervisorPayload { inner_mounts: inner, ..payload("sh", None) }, false).unwrap();
     let p = parse(&bytes).unwrap();
-    assert_eq!(strings(p.inner_mounts), ["w/work/p/.git", "r/work/p/.bashrc", "m/work/p/key.pem"]);
+    assert_eq!(
+        strings(p.inner_mounts),
+        ["w/work/p/.git", "r/work/p/.bashrc", "m/work/p/key.pem", "e/home/u/.ssh"]
+    );
     assert_eq!(p.program.to_bytes(), b"sh");
     assert_eq!(
         strings(parse(&encode(&payload("sh", None), false).unwrap()).unwrap().inner_mounts),
