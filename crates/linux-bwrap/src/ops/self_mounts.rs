@@ -75,7 +75,8 @@ fn same_path(op: &BwrapOp) -> Option<&AbsPathBuf> {
 /// ([`SpawnPlan::self_mounts`](paddock_policy::SpawnPlan)): each bind of a path onto itself,
 /// and each bind listed in `masks` (a mask's source and the hidden regular file it covers),
 /// strictly below a writable bind of a path onto itself that bwrap keeps (a write
-/// grant, whose recursive bind carries the mounts below it into the sandbox), with no mount
+/// grant, whose recursive bind carries the mounts below it into the sandbox; for a mask,
+/// read-only itself, a read-only one too: the host's `/`), with no mount
 /// of anything else between that grant's and its own, or after it, at or above it (a
 /// tmpfs, `/dev`, a mask would hide it). The binds of `grants` (write grants: carriers, and
 /// what the user asked for by name) stay bwrap's. Index of each op in `ops`, in mount order.
@@ -122,9 +123,16 @@ pub fn self_mountable(
                 .ancestors()
                 .filter_map(|a| kept.get(a).map(|j| (*j, a)))
                 .max_by_key(|(j, _)| *j);
+            // A mask (read-only) is carried by a read-only bind of a path onto itself too (the
+            // host's `/`), whose recursive bind makes what it carries read-only.
+            let mask = same_path(op).is_none();
             let carried = nearest.is_some_and(|(j, at)| {
                 at != path.as_path()
-                    && matches!(&ops[j], BwrapOp::Bind { src, dest } if src == dest)
+                    && match &ops[j] {
+                        BwrapOp::Bind { src, dest } => src == dest,
+                        BwrapOp::RoBind { src, dest } => mask && src == dest,
+                        _ => false,
+                    }
             });
             carried && !covered_later[i]
         });
