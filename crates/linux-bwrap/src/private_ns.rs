@@ -391,25 +391,31 @@ fn mount_one(path: &CString, kind: Kind, source: Option<&CString>) -> io::Result
 fn mount_empty_dir(path: &CString) -> io::Result<()> {
     let at = open_path(path)?;
     let result = tmpfs_detached().and_then(|tree| {
-        // SAFETY: both paths are empty NUL-terminated strings relative to descriptors we
-        // hold: the detached tmpfs onto the directory.
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_move_mount,
-                tree,
-                c"".as_ptr(),
-                at,
-                c"".as_ptr(),
-                MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
-            )
-        };
+        let moved = attach(tree, at);
         // SAFETY: closing the tree's descriptor: an attached mount stays.
         unsafe { libc::close(tree) };
-        check_long(rc)
+        moved
     });
     // SAFETY: closing the descriptor opened above.
     unsafe { libc::close(at) };
     result
+}
+
+/// `move_mount` of the detached tree `tree` onto the file or directory `at` (both
+/// descriptors).
+fn attach(tree: libc::c_int, at: libc::c_int) -> io::Result<()> {
+    // SAFETY: both paths are empty NUL-terminated strings relative to the descriptors the
+    // caller holds.
+    check_long(unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree,
+            c"".as_ptr(),
+            at,
+            c"".as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+        )
+    })
 }
 
 /// A detached empty tmpfs, mode 0755, mounted read-only, `nosuid` and `nodev`.
@@ -553,21 +559,7 @@ fn mount_tree_on(from: libc::c_int, at: libc::c_int, kind: Kind) -> io::Result<(
             std::mem::size_of::<MountAttr>(),
         )
     };
-    let result = check_long(rc).and_then(|()| {
-        // SAFETY: both paths are empty NUL-terminated strings relative to descriptors we
-        // hold: the detached tree onto the path it was cloned from.
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_move_mount,
-                tree,
-                c"".as_ptr(),
-                at,
-                c"".as_ptr(),
-                MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
-            )
-        };
-        check_long(rc)
-    });
+    let result = check_long(rc).and_then(|()| attach(tree, at));
     // SAFETY: closing the tree's descriptor: an attached mount stays, a detached one goes.
     unsafe { libc::close(tree) };
     result
