@@ -401,6 +401,17 @@ impl Backend for LinuxBwrap {
             });
         }
 
+        // The runtime dir's masked file is made only for a mask still bound from it (by bwrap
+        // or the runner's child): the supervisor's inner masks have an empty file of their own.
+        let masked = &inputs.masked_file;
+        let masked_bound =
+            all.iter().any(|op| matches!(op, BwrapOp::RoBind { src, .. } if src == masked))
+                || self_mounts.iter().any(|m| m.source.as_ref() == Some(masked));
+        let mut placeholders = placeholders;
+        if !masked_bound {
+            placeholders.retain(|p| p.path != *masked);
+        }
+
         Ok(SpawnPlan {
             backend: BACKEND_NAME,
             program: bwrap,

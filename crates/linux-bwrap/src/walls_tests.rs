@@ -54,3 +54,25 @@ fn a_missing_deny_anchor_is_masked_on_a_placeholder() {
     let plan = LinuxBwrap.plan(&p, &task(), &facts()).unwrap();
     assert!(!plan.placeholders.iter().any(|h| h.path.starts_with(&abs("/home/u/later-dir"))));
 }
+
+#[test]
+fn the_masked_file_is_made_only_for_a_mask_bwrap_still_binds() {
+    let file = |path: &str| DenyAnchor {
+        path: abs(path),
+        kind: Some(FileKind::File),
+        exceptions: vec![],
+        origin: Origin::flag("--deny-read"),
+    };
+    let masked = task().runtime_dir.join(crate::MASKED_FILE);
+    let mut p = policy();
+    // Under `/` as the host has it: the supervisor's mask, with a file of its own.
+    p.read_deny.push(file("/etc/secret"));
+    let plan = LinuxBwrap.plan(&p, &task(), &facts()).unwrap();
+    assert!(plan.placeholders.iter().all(|h| h.path != masked));
+    // Under the private /tmp, bwrap makes its mount point and binds the masked file there.
+    p.read_deny.push(file("/tmp/key"));
+    let plan = LinuxBwrap.plan(&p, &task(), &facts()).unwrap();
+    let a = args(&p).join(" ");
+    assert!(a.contains(&format!("--ro-bind {masked} /tmp/key")), "{a}");
+    assert!(plan.placeholders.iter().any(|h| h.path == masked));
+}
