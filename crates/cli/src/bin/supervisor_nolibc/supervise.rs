@@ -116,17 +116,21 @@ fn run(argv: &[&CStr]) -> Result<c_int, Failure> {
     // The binds bwrap left to the supervisor, then every capability dropped (bwrap kept two
     // for them; as root without a user namespace, `CAP_SETPCAP` for this very drop), before
     // any path is checked or anything runs.
-    if !payload.inner_mounts.first().is_none_or(|m| m.is_null())
-        && let Err((path, what, Errno(e))) = inner::mount_all(payload.inner_mounts)
-    {
-        let mut msg = Message::new();
-        msg.bytes(b"inner mount");
-        if let Some(path) = path {
-            msg.bytes(b" of ");
-            msg.bytes(path.to_bytes());
+    let mut namespace_left = None;
+    if !payload.inner_mounts.first().is_none_or(|m| m.is_null()) {
+        match inner::mount_all(payload.inner_mounts) {
+            Ok(left) => namespace_left = left,
+            Err((path, what, Errno(e))) => {
+                let mut msg = Message::new();
+                msg.bytes(b"inner mount");
+                if let Some(path) = path {
+                    msg.bytes(b" of ");
+                    msg.bytes(path.to_bytes());
+                }
+                let _ = write!(msg, ": {what}: errno {e}");
+                return Err(Failure(msg));
+            }
         }
-        let _ = write!(msg, ": {what}: errno {e}");
-        return Err(Failure(msg));
     }
     if !sys::drop_capabilities() {
         return Err(fail!("cannot drop every capability; the task was not run"));
@@ -189,6 +193,10 @@ fn run(argv: &[&CStr]) -> Result<c_int, Failure> {
     .map_err(|Errno(e)| fail!("clone: errno {e}"))?;
     // Failing (it already executed and did it) is harmless.
     sys::setpgid(task, task);
+    // bwrap's mount namespace goes now, while the task runs (see `inner::mount_all`).
+    if let Some(fd) = namespace_left {
+        sys::close(fd);
+    }
     let listener = match pair {
         Some([child_end, parent_end]) => {
             // Closing our copy of the child's end: end of file if it died before sending.

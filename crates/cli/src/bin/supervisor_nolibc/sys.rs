@@ -438,6 +438,12 @@ pub fn open_path(path: *const u8) -> Result<c_int, Errno> {
     call!(libc::SYS_openat, libc::AT_FDCWD, path, flags, 0).map(|fd| fd as c_int)
 }
 
+/// `open(path, O_RDONLY | O_CLOEXEC)`.
+pub fn open_read(path: *const u8) -> Result<c_int, Errno> {
+    let flags = libc::O_RDONLY | libc::O_CLOEXEC;
+    call!(libc::SYS_openat, libc::AT_FDCWD, path, flags, 0).map(|fd| fd as c_int)
+}
+
 /// Makes the empty mode-0000 file `path`, never through a link nor over an existing one.
 pub fn create_empty(path: *const u8) -> Result<(), Errno> {
     let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
