@@ -216,7 +216,8 @@ fn bwrap_fields(plan: &SpawnPlan) -> impl Iterator<Item = &Path> {
 /// directory may be another run's placeholder (`.git` made by a run, `.git/hooks` this
 /// run's), kept from removal under this run's stamp of it only by this run's placeholder
 /// inside; made later, the other run's release could take the directory away first (the
-/// e2e crowd test saw `.git` disappear in one run of eight, under load).
+/// e2e crowd test saw `.git` disappear in one run of eight, under load). Nor is one with
+/// another placeholder below it: that one is made first, and needs its directory.
 fn made_after_the_setup(plan: &SpawnPlan) -> impl Fn(&Placeholder) -> bool + '_ {
     let used = used_before_the_supervisor(plan);
     let mut grant_roots = HashSet::new();
@@ -228,8 +229,10 @@ fn made_after_the_setup(plan: &SpawnPlan) -> impl Fn(&Placeholder) -> bool + '_ 
         }
     }
     move |p: &Placeholder| {
-        !used.contains(p.path.as_path())
-            && p.path.as_path().parent().is_some_and(|dir| grant_roots.contains(dir))
+        let path = p.path.as_path();
+        !used.contains(path)
+            && path.parent().is_some_and(|dir| grant_roots.contains(dir))
+            && !plan.placeholders.iter().any(|q| q.path != p.path && q.path.starts_with(&p.path))
     }
 }
 
@@ -789,5 +792,18 @@ mod tests {
             !used_before_the_supervisor(&plan).contains(Path::new("/home/u/proj/.git/info")),
             "the supervisor alone mounts it, yet it is made first"
         );
+        // With a placeholder below it (made first), one is made first too.
+        let mut nested = plan.clone();
+        nested.placeholders.push(Placeholder {
+            path: AbsPathBuf::new_lexical("/home/u/proj/.vscode/tasks.json").unwrap(),
+            dir: false,
+        });
+        let later = made_after_the_setup(&nested);
+        let vscode =
+            nested.placeholders.iter().find(|p| p.path.as_path().ends_with(".vscode")).unwrap();
+        assert!(!later(vscode), "made after the placeholder inside it");
+        let bashrc =
+            nested.placeholders.iter().find(|p| p.path.as_path().ends_with(".bashrc")).unwrap();
+        assert!(later(bashrc));
     }
 }

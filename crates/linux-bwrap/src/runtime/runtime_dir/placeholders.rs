@@ -24,6 +24,9 @@ pub const PLACEHOLDER_MANIFEST: &str = "placeholders";
 #[derive(Debug, Default)]
 pub struct Placeholders {
     created: Vec<(PathBuf, bool, Stamp)>,
+    /// What the manifest lists: the placeholders wanted, and the directories above one that
+    /// vanished since resolution and were made again ([`Placeholders::make`]).
+    listed: Vec<(PathBuf, bool)>,
     runtime_dir: Option<PathBuf>,
     spares: Spares,
     /// Whether one was found made since resolution and borrowed ([`Made::Borrowed`]).
@@ -47,6 +50,7 @@ impl Placeholders {
     pub fn begin(wanted: &[Placeholder], runtime_dir: Option<&Path>) -> Result<Placeholders> {
         let mut out = Placeholders {
             created: Vec::new(),
+            listed: wanted.iter().map(|p| (p.path.as_path().to_path_buf(), p.dir)).collect(),
             runtime_dir: runtime_dir.map(Path::to_path_buf),
             spares: Spares::none(),
             borrowed: false,
@@ -61,22 +65,64 @@ impl Placeholders {
 
     /// Makes (or borrows) each of `wanted`, which [`Placeholders::begin`] recorded. On an
     /// error the caller drops `self`, which removes what it made.
+    ///
+    /// A placeholder whose directory vanished since resolution gets that directory made
+    /// again first ([`Placeholders::make_vanished_dirs`]).
     pub fn make(&mut self, wanted: &[Placeholder]) -> Result<()> {
-        let runtime_dir = self.runtime_dir.clone();
         for p in wanted {
             let path = p.path.as_path();
-            match make_or_borrow(path, p.dir, runtime_dir.as_deref(), &mut self.spares) {
-                Ok(Made::Here(stamp)) => self.created.push((path.to_path_buf(), p.dir, stamp)),
-                Ok(Made::Borrowed) => self.borrowed = true,
-                Err(e) => {
-                    return Err(e).with_context(|| {
-                        format!(
-                            "cannot create the placeholder {} for a missing protected or denied path",
-                            p.path
-                        )
-                    });
+            let made = match self.make_one(path, p.dir) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    self.make_vanished_dirs(path).and_then(|()| self.make_one(path, p.dir))
                 }
-            }
+                made => made,
+            };
+            made.with_context(|| {
+                format!(
+                    "cannot create the placeholder {} for a missing protected or denied path",
+                    p.path
+                )
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Makes or borrows the placeholder at `path` and records whose it is.
+    fn make_one(&mut self, path: &Path, dir: bool) -> std::io::Result<()> {
+        match make_or_borrow(path, dir, self.runtime_dir.as_deref(), &mut self.spares)? {
+            Made::Here(stamp) => self.created.push((path.to_path_buf(), dir, stamp)),
+            Made::Borrowed => self.borrowed = true,
+        }
+        Ok(())
+    }
+
+    /// Makes again, as this run's placeholders, the directories above `path` that are gone:
+    /// resolution found them (another run's placeholder, a `.git` made and removed again
+    /// while this run resolved, too quickly for it to be listed when this run looked), and
+    /// the plan made its placeholders inside them. Listed in the manifest first, as every
+    /// placeholder is; borrowed if another run made one meanwhile. At most
+    /// [`MAX_VANISHED`] levels, below a directory that is there.
+    fn make_vanished_dirs(&mut self, path: &Path) -> std::io::Result<()> {
+        let gone = |p: &Path| {
+            std::fs::symlink_metadata(p).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+        };
+        let mut vanished: Vec<PathBuf> =
+            path.ancestors().skip(1).take_while(|p| gone(p)).map(Path::to_path_buf).collect();
+        let below_a_dir = vanished
+            .last()
+            .and_then(|top| top.parent())
+            .is_some_and(|there| std::fs::symlink_metadata(there).is_ok_and(|m| m.is_dir()));
+        if vanished.len() > MAX_VANISHED || !below_a_dir {
+            return Err(std::io::ErrorKind::NotFound.into());
+        }
+        vanished.reverse();
+        self.listed.extend(vanished.iter().map(|p| (p.clone(), true)));
+        if let Some(dir) = &self.runtime_dir {
+            write_manifest_of(dir, self.listed.iter().map(|(p, d)| (p.as_path(), *d)))
+                .map_err(std::io::Error::other)?;
+        }
+        for dir in &vanished {
+            self.make_one(dir, true)?;
         }
         Ok(())
     }
@@ -144,6 +190,11 @@ fn make_or_borrow(
 
 /// How many times [`make_or_borrow`] tries to make or borrow one placeholder.
 const MAKE_TRIES: usize = 8;
+
+/// How many vanished directories above one placeholder are made again
+/// ([`Placeholders::make_vanished_dirs`]): a protected name is at most a few levels below
+/// the directory its placeholder is in (`.git/info/attributes`).
+const MAX_VANISHED: usize = 4;
 
 /// Makes one placeholder, never through a symlink: a spare renamed into place without
 /// replacing anything (`RENAME_NOREPLACE`), else `mkdir`, or an empty file with
@@ -315,6 +366,41 @@ mod tests {
         std::os::unix::fs::symlink(base.join("target"), &b).unwrap();
         assert!(Placeholders::create(&wanted[1..], None).is_err());
         assert!(!base.join("target").exists());
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn a_directory_that_vanished_since_resolution_is_made_again_listed_and_removed() {
+        // Resolution found `.git` (another run's placeholder, removed again before this run
+        // looked at the live runs' manifests) and planned `.git/config` inside it.
+        let base =
+            std::env::temp_dir().join(format!("paddock-vanished-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let runtime = base.join("runtime");
+        let project = base.join("proj");
+        std::fs::create_dir_all(&runtime).unwrap();
+        std::fs::create_dir_all(&project).unwrap();
+        let config = project.join(".git/config");
+        let wanted =
+            vec![Placeholder { path: AbsPathBuf::new_lexical(&config).unwrap(), dir: false }];
+        let holders = Placeholders::create(&wanted, Some(&runtime)).unwrap();
+        assert!(config.is_file());
+        // Listed, so that other runs take it for a placeholder, not for a repository.
+        assert_eq!(
+            read_manifest(&runtime),
+            vec![(config.clone(), false), (project.join(".git"), true)]
+        );
+        drop(holders);
+        assert!(!project.join(".git").exists(), "the directory made again was left behind");
+        // Not below a directory (a file where one was), or too deep: it fails as before.
+        std::fs::write(base.join("file"), "").unwrap();
+        let under_a_file = AbsPathBuf::new_lexical(base.join("file/.git/config")).unwrap();
+        let deep = AbsPathBuf::new_lexical(project.join("a/b/c/d/e/config")).unwrap();
+        for path in [under_a_file, deep] {
+            let err = Placeholders::create(&[Placeholder { path, dir: false }], None).unwrap_err();
+            assert!(err.to_string().contains("cannot create the placeholder"), "{err}");
+        }
+        assert!(!project.join("a").exists());
         std::fs::remove_dir_all(&base).unwrap();
     }
 }
