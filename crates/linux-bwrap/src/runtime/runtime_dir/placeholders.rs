@@ -67,7 +67,7 @@ impl Placeholders {
     /// error the caller drops `self`, which removes what it made.
     ///
     /// A placeholder whose directory vanished since resolution gets that directory made
-    /// again first ([`Placeholders::make_vanished_dirs`]).
+    /// again first (see `make_vanished_dirs`).
     pub fn make(&mut self, wanted: &[Placeholder]) -> Result<()> {
         for p in wanted {
             let path = p.path.as_path();
