@@ -37,6 +37,8 @@
 //! the supervisor and the probe are Linux only.
 
 pub mod bridges;
+#[cfg(target_os = "linux")]
+pub mod devices;
 mod error;
 #[cfg(target_os = "linux")]
 pub mod fdpass;
@@ -89,7 +91,7 @@ pub fn run_hidden_subcommand(args: &[std::ffi::OsString]) -> Option<i32> {
     }
 }
 pub use plan::{
-    ARGS_FD, BACKEND_NAME, INBOUND_FD, INNER_MASK_PATH, LinuxBwrap, MASKED_FILE, NOTIFIER_EXE_FD,
-    NOTIFY_BPF_FD, RECORD_FD, SECCOMP_FD, SERVE_NOTIFY_SUBCOMMAND, SIGNAL_FD, SUPERVISE_SUBCOMMAND,
-    SUPERVISOR_EXE, SUPERVISOR_FD, SUPERVISOR_PATH, bwrap_argv,
+    ARGS_FD, BACKEND_NAME, DEVICES_FD, INBOUND_FD, INNER_MASK_PATH, LinuxBwrap, MASKED_FILE,
+    NOTIFIER_EXE_FD, NOTIFY_BPF_FD, RECORD_FD, SECCOMP_FD, SERVE_NOTIFY_SUBCOMMAND, SIGNAL_FD,
+    SUPERVISE_SUBCOMMAND, SUPERVISOR_EXE, SUPERVISOR_FD, SUPERVISOR_PATH, bwrap_argv,
 };

@@ -32,8 +32,10 @@
 //! its arguments are the server's command line but for the `--task PID --listener FD` the
 //! supervisor adds. Each inner mount ([`SupervisorPayload::inner_mounts`]) is its path after
 //! one byte: `r` read-only, `w` as it is, `m` masked with the empty file the supervisor
-//! makes at [`crate::INNER_MASK_PATH`], `e` an empty read-only tmpfs over it. Numbers are decimal. Nothing follows the last variable. The
-//! supervisor reads it without copying: the fields are the strings `execve` takes.
+//! makes at [`crate::INNER_MASK_PATH`], `e` an empty read-only tmpfs over it, `v` the
+//! sandbox's devices in the tmpfs there (`crate::devices`). Numbers are decimal. Nothing
+//! follows the last variable. The supervisor reads it without copying: the fields are the
+//! strings `execve` takes.
 
 use paddock_policy::{AbsPathBuf, Payload, SpawnPlan};
 
@@ -115,6 +117,7 @@ pub fn encode(p: &SupervisorPayload, observed: bool) -> Option<Vec<u8>> {
     field(p.inner_mounts.len().to_string().as_bytes())?;
     for m in &p.inner_mounts {
         let kind: &[u8] = match (m.mask, m.empty_dir, m.read_only) {
+            _ if m.devices => b"v",
             (true, _, _) => b"m",
             (false, true, _) => b"e",
             (false, false, true) => b"r",
@@ -267,18 +270,21 @@ mod tests {
                 read_only: false,
                 mask: false,
                 empty_dir: false,
+                devices: false,
             },
             crate::payload::InnerMount {
                 path: Bytes("/work/p/.bashrc".into()),
                 read_only: true,
                 mask: true,
                 empty_dir: false,
+                devices: false,
             },
             crate::payload::InnerMount {
                 path: Bytes("/home/u/.ssh".into()),
                 read_only: true,
                 mask: false,
                 empty_dir: true,
+                devices: false,
             },
         ];
         let with_inner =

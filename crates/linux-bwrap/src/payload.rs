@@ -161,6 +161,10 @@ pub struct InnerMount {
     /// bwrap's `--tmpfs` and `--remount-ro` make it), not the path onto itself.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub empty_dir: bool,
+    /// The sandbox's devices in bwrap's bare tmpfs at the path (`/dev`), from the clones the
+    /// runner hands on descriptors (see [`crate::devices`]), not the path onto itself.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub devices: bool,
 }
 
 /// The task of a prewarmed sandbox ([`SupervisorPayload::task_fd`]), as the runner hands it
@@ -298,18 +302,21 @@ mod tests {
                     read_only: false,
                     mask: false,
                     empty_dir: false,
+                    devices: false,
                 },
                 InnerMount {
                     path: Bytes("/p/conf/key.pem".into()),
                     read_only: true,
                     mask: true,
                     empty_dir: false,
+                    devices: false,
                 },
                 InnerMount {
                     path: Bytes("/home/u/.ssh".into()),
                     read_only: true,
                     mask: false,
                     empty_dir: true,
+                    devices: false,
                 },
             ],
             task_fd: None,

@@ -51,6 +51,9 @@ pub const NOTIFY_BPF_FD: i32 = 10;
 /// for a millisecond (an `O_PATH` descriptor of `paddock-supervisor`'s copy nobody may read:
 /// `crate::runtime::exec_only`).
 pub const NOTIFIER_EXE_FD: i32 = 11;
+/// Where the child has the first clone of the host's device nodes, when the supervisor makes
+/// the sandbox's `/dev` (`crate::devices`); the other five follow.
+pub const DEVICES_FD: i32 = 12;
 /// The name, in the task's runtime dir, of the empty mode-0000 file bound over file anchors.
 pub const MASKED_FILE: &str = "masked";
 /// `--itemize observe`: the name, in the task's runtime dir, of the observer filesystem's
@@ -292,6 +295,7 @@ impl Backend for LinuxBwrap {
         let mountable = ops::self_mountable(&all, &grants, &masks);
         let in_child_anyway = task.observe || !link_mounts.is_empty();
         let mut inner_mounts = Vec::new();
+        let mut device_fds = None;
         let self_mounts = if facts.user_namespaces {
             // The supervisor makes them once bwrap is done: the spawn stays the plain one
             // (a bwrap started before the plan) where nothing else needs the runner's child
@@ -321,6 +325,25 @@ impl Backend for LinuxBwrap {
             // supervisor's for bwrap's tmpfs and its remount (which reads the mount table).
             let hidden = ops::inner_hidden_dirs(&all, &inner);
             inner_mounts = ops::take_inner_mounts(&mut all, &inner, &hidden);
+            // The devices of `/dev`: the supervisor's, from the runner's clones, in bwrap's
+            // bare tmpfs (six binds bwrap makes one by one, each reading the mount table).
+            if facts.clone_devices
+                && let Some(dev) = all.iter_mut().find(|op| matches!(op, BwrapOp::Dev { .. }))
+                && let BwrapOp::Dev { dest } = dev.clone()
+            {
+                *dev = BwrapOp::Tmpfs { dest: dest.clone() };
+                inner_mounts.insert(
+                    0,
+                    crate::payload::InnerMount {
+                        path: Bytes(dest.as_os_str().to_os_string()),
+                        read_only: false,
+                        mask: false,
+                        empty_dir: false,
+                        devices: true,
+                    },
+                );
+                device_fds = Some(DEVICES_FD);
+            }
             if !inner_mounts.is_empty() {
                 let at = all.iter().position(|op| *op == BwrapOp::CapDropAll).map_or(0, |i| i + 1);
                 all.splice(at..at, [BwrapOp::CapAddSysAdmin, BwrapOp::CapAddSetpcap]);
@@ -428,6 +451,7 @@ impl Backend for LinuxBwrap {
             observer,
             link_mounts,
             self_mounts,
+            device_fds,
         })
     }
 }

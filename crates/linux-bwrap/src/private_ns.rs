@@ -198,6 +198,8 @@ enum Kind {
     /// A hidden directory: an empty read-only tmpfs mounted over it (mode 0755, as bwrap's
     /// `--tmpfs` and `--remount-ro` leave one).
     EmptyDir,
+    /// The sandbox's devices in bwrap's bare tmpfs (`crate::devices`).
+    Devices,
 }
 
 /// The paths to mount onto themselves in the private namespace, in order: the protected
@@ -257,6 +259,7 @@ impl SelfMounts {
             let path = CString::new(m.path.0.as_bytes())
                 .map_err(|_| format!("the inner mount {:?} holds a NUL byte", m.path.0))?;
             let (kind, source) = match (m.mask, m.empty_dir, m.read_only) {
+                _ if m.devices => (Kind::Devices, None),
                 (true, _, _) => (Kind::Mask, Some(inner_mask_path())),
                 (false, true, _) => (Kind::EmptyDir, None),
                 (false, false, true) => (Kind::ReadOnly, None),
@@ -369,6 +372,9 @@ fn make_root_private() -> io::Result<()> {
 /// new mount API, else (before Linux 5.12) with `mount(2)`; a link is then left as it is.
 fn mount_one(path: &CString, kind: Kind, source: Option<&CString>) -> io::Result<()> {
     let source = source.unwrap_or(path);
+    if kind == Kind::Devices {
+        return crate::devices::make_in(path).map_err(io::Error::other);
+    }
     if kind == Kind::EmptyDir {
         return match mount_empty_dir(path) {
             Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => empty_dir_with_mount(path),
@@ -378,7 +384,7 @@ fn mount_one(path: &CString, kind: Kind, source: Option<&CString>) -> io::Result
     match mount_tree(source, path, kind) {
         Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => match kind {
             Kind::Link => Ok(()),
-            Kind::ReadOnly | Kind::Writable | Kind::Mask | Kind::EmptyDir => {
+            Kind::ReadOnly | Kind::Writable | Kind::Mask | Kind::EmptyDir | Kind::Devices => {
                 bind_with_mount(source, path, kind)
             }
         },

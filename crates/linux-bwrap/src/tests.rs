@@ -777,5 +777,33 @@ pub(crate) fn bare_plan(payloads: Vec<paddock_policy::Payload>) -> paddock_polic
         observer: None,
         link_mounts: Vec::new(),
         self_mounts: Vec::new(),
+        device_fds: None,
     }
+}
+
+#[test]
+fn the_supervisor_makes_dev_from_clones_only_where_the_runner_clones_and_it_mounts() {
+    let p = policy();
+    let mut f = facts();
+    f.clone_devices = true;
+    let plan = LinuxBwrap.plan(&p, &task(), &f).unwrap();
+    let args = args_text(&plan);
+    assert!(args.contains("--tmpfs /dev\n") && !args.contains("--dev "), "{args}");
+    assert!(args.contains("--cap-add CAP_SYS_ADMIN"), "{args}");
+    assert_eq!(plan.device_fds, Some(crate::DEVICES_FD));
+    let payload = plan.payloads.iter().find(|p| p.name == "supervisor").unwrap();
+    let payload = crate::payload::SupervisorPayload::from_bytes(&payload.bytes, 4).unwrap();
+    let first = &payload.inner_mounts[0];
+    assert!(first.devices && first.path.0 == "/dev", "made before any other inner mount");
+    assert_eq!(payload.inner_mounts.iter().filter(|m| m.devices).count(), 1);
+    // Without user namespaces the supervisor mounts nothing: bwrap's `--dev`, no clones.
+    f.user_namespaces = false;
+    f.uid = 0;
+    let plan = LinuxBwrap.plan(&p, &task(), &f).unwrap();
+    assert!(args_text(&plan).contains("--dev /dev\n"));
+    assert_eq!(plan.device_fds, None);
+    // Nor where the runner cannot clone.
+    let plan = LinuxBwrap.plan(&p, &task(), &facts()).unwrap();
+    assert!(args_text(&plan).contains("--dev /dev\n"));
+    assert_eq!(plan.device_fds, None);
 }

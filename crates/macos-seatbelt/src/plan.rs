@@ -132,6 +132,7 @@ impl Backend for MacosSeatbelt {
             observer: None,
             link_mounts: Vec::new(),
             self_mounts: Vec::new(),
+            device_fds: None,
         })
     }
 }

@@ -60,6 +60,11 @@ pub struct SpawnPlan {
     /// them into the sandbox).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub self_mounts: Vec<SelfMount>,
+    /// The first of the descriptors on which the child gets clones of the host's device
+    /// nodes, made by the runner, for the sandbox's supervisor to attach in its `/dev`
+    /// (Linux: `paddock_linux_bwrap::devices`); `None` when the sandbox tool makes `/dev`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_fds: Option<i32>,
 }
 
 /// A path mounted onto itself before the sandbox starts ([`SpawnPlan::self_mounts`]).
@@ -248,6 +253,10 @@ pub struct HostFacts {
     /// Whether the observers (`--itemize observe`: a FUSE mount in a private namespace and
     /// seccomp user notifications) work here. The probe says why not.
     pub observe: bool,
+    /// Whether the runner may clone mounts of its own namespace (`open_tree`: Linux 5.2 and
+    /// `CAP_SYS_ADMIN` there), so that the sandbox's devices are clones it hands the
+    /// supervisor rather than binds the sandbox tool makes one by one.
+    pub clone_devices: bool,
 }
 
 fn serialize_env_pairs<S: serde::Serializer>(

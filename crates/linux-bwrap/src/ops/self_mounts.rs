@@ -346,6 +346,7 @@ pub fn take_inner_mounts(
                     read_only: matches!(op, BwrapOp::RoBind { .. }),
                     mask: src != dest,
                     empty_dir: false,
+                    devices: false,
                 });
                 false
             }
@@ -355,6 +356,7 @@ pub fn take_inner_mounts(
                     read_only: true,
                     mask: false,
                     empty_dir: true,
+                    devices: false,
                 });
                 false
             }

@@ -322,6 +322,14 @@ pub fn spawn_with(
         pairs.push((fd.as_raw_fd(), payload.fd));
         keep.push(fd);
     }
+    if let Some(first) = plan.device_fds {
+        let clones = crate::devices::clone_host_devices()
+            .context("cannot clone the host's device nodes for the sandbox's /dev")?;
+        for (target, fd) in (first..).zip(clones) {
+            pairs.push((fd.as_raw_fd(), target));
+            keep.push(fd);
+        }
+    }
     let mut signal_tx = None;
     if let Some(target) = plan.signal_fd {
         // A stream socket pair rather than a pipe: the supervisor reads polite signals from

@@ -153,6 +153,8 @@ pub struct Prespawned {
     /// Whether bwrap waits in a network namespace of its own, made by the child that
     /// executed it: it is told to keep it ([`with_network_kept`]).
     private_network: bool,
+    /// Whether bwrap has the clones of the host's devices at [`crate::DEVICES_FD`] and after.
+    devices: bool,
 }
 
 impl std::fmt::Debug for Prespawned {
@@ -251,6 +253,17 @@ impl Prespawned {
         let (ours, theirs) = crate::runtime::exec::signal_channel()?;
         pairs.push((theirs.as_raw_fd(), SIGNAL_FD));
         keep.push(OwnedFd::from(theirs));
+        // The clones of the host's devices, where this process may make them: a plan that
+        // wants them (`SpawnPlan::device_fds`) fits only then. One that does not leaves them
+        // to the supervisor, which closes every descriptor it was not told of.
+        let devices = crate::devices::can_clone()
+            .then(crate::devices::clone_host_devices)
+            .and_then(std::io::Result::ok);
+        let has_devices = devices.is_some();
+        for (target, fd) in (crate::DEVICES_FD..).zip(devices.into_iter().flatten()) {
+            pairs.push((fd.as_raw_fd(), target));
+            keep.push(fd);
+        }
         let max_target = pairs.iter().map(|p| p.1).max().unwrap_or(2);
         let (starting, affinity) =
             spawn_elsewhere(bwrap, &pairs, max_target, namespace.clone(), private_network)
@@ -275,6 +288,7 @@ impl Prespawned {
             output,
             runner_pinned: false,
             private_network,
+            devices: has_devices,
         })
     }
 
@@ -357,6 +371,7 @@ impl Prespawned {
             && plan.cwd.as_path() == Path::new("/")
             && plan.signal_fd == Some(SIGNAL_FD)
             && plan.observer.is_some() == self.is_observed()
+            && plan.device_fds.is_none_or(|fd| fd == crate::DEVICES_FD && self.devices)
             && descriptors
     }
 

@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed step is a failed test
 
+mod dev;
 mod notify;
 mod observe;
 mod probe;
@@ -154,6 +155,10 @@ const TESTS: &[(&str, Test)] = &[
     (
         "a_hidden_directory_outside_the_grants_is_empty_and_read_only",
         a_hidden_directory_outside_the_grants_is_empty_and_read_only,
+    ),
+    (
+        "dev_holds_the_devices_links_and_ptys_of_bwraps_dev",
+        dev::dev_holds_the_devices_links_and_ptys_of_bwraps_dev,
     ),
     (
         "write_grant_is_writable_and_the_rest_is_read_only",
@@ -772,6 +777,7 @@ fn an_inner_mount_that_cannot_be_made_fails_closed() {
         read_only: true,
         mask: false,
         empty_dir: false,
+        devices: false,
     });
     sup.bytes = payload.to_bytes();
     let plan = supervised(plan);

@@ -72,6 +72,7 @@ pub fn mount_all(
         let mask = kind == b'm';
         let source = if mask { INNER_MASK_PATH } else { path };
         match kind {
+            b'v' => crate::devices::make_in(path),
             b'e' => match mount_empty_dir(path) {
                 Err((_, Errno(libc::ENOSYS))) => empty_dir_with_mount(path),
                 other => other,

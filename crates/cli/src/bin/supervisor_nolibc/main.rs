@@ -32,6 +32,8 @@
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod arena;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod devices;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod inner;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod payload;
@@ -60,6 +62,9 @@ mod constants {
     pub const EXITED: u8 = b'E';
     /// Where the supervisor makes the masked file of the inner masks, and removes it after.
     pub const INNER_MASK_PATH: &core::ffi::CStr = c"/dev/.paddock-masked";
+    /// Where the first clone of the host's device nodes is, for the devices (`v`); the
+    /// other five follow.
+    pub const DEVICES_FD: i32 = 12;
     /// The argument before `--payload-fd` in bwrap's command line.
     pub const SUPERVISE_SUBCOMMAND: &[u8] = b"__supervise";
     /// The version every payload carries.

@@ -31,7 +31,8 @@ pub struct Payload<'a> {
     /// server of its listener (see `supervise`).
     pub notify: Option<Notify<'a>>,
     /// The paths to bind onto themselves before anything else, each after its kind byte
-    /// (`r` read-only, `w` as it is, `m` masked, `e` an empty read-only tmpfs over it),
+    /// (`r` read-only, `w` as it is, `m` masked, `e` an empty read-only tmpfs over it, `v`
+    /// the sandbox's devices in the tmpfs there),
     /// NULL-terminated (see `inner`).
     pub inner_mounts: &'a [*const u8],
     /// The program as given (looked up in `PATH` when it has no `/`).
@@ -143,7 +144,7 @@ pub fn parse(buf: &[u8]) -> Result<Payload<'_>, &'static str> {
     for &m in &inner_mounts[..innerc as usize] {
         // SAFETY: every pointer of the array points at a NUL-terminated field of `buf`.
         let m = unsafe { CStr::from_ptr(m.cast()) }.to_bytes();
-        if !matches!(m.split_first(), Some((b'r' | b'w' | b'm' | b'e', [b'/', ..]))) {
+        if !matches!(m.split_first(), Some((b'r' | b'w' | b'm' | b'e' | b'v', [b'/', ..]))) {
             return Err("a malformed inner mount");
         }
     }

@@ -457,6 +457,50 @@ pub fn unlink(path: *const u8) -> Result<(), Errno> {
     call!(libc::SYS_unlinkat, libc::AT_FDCWD, path, 0).map(drop)
 }
 
+/// `openat(dir, name, flags, mode)`.
+pub fn open_at(dir: c_int, name: *const u8, flags: c_int, mode: u32) -> Result<c_int, Errno> {
+    call!(libc::SYS_openat, dir, name, flags | libc::O_CLOEXEC, mode).map(|fd| fd as c_int)
+}
+
+/// `symlinkat(target, dir, name)`.
+pub fn symlink_at(target: *const u8, dir: c_int, name: *const u8) -> Result<(), Errno> {
+    call!(libc::SYS_symlinkat, target, dir, name).map(drop)
+}
+
+/// `mkdirat(dir, name, mode)`.
+pub fn mkdir_at(dir: c_int, name: *const u8, mode: u32) -> Result<(), Errno> {
+    call!(libc::SYS_mkdirat, dir, name, mode).map(drop)
+}
+
+/// The file type bits and the device number of `fd` (`fstat`'s `st_mode & S_IFMT`,
+/// `st_rdev`).
+pub fn device_of(fd: c_int) -> Result<(u32, u64), Errno> {
+    // SAFETY: an all-zero `struct stat` is a valid value to be overwritten.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    call!(libc::SYS_fstat, fd, &mut st as *mut libc::stat)?;
+    Ok((st.st_mode & libc::S_IFMT, st.st_rdev))
+}
+
+/// A detached filesystem of type `fstype` (`fsopen`, `fsconfig` of each key and value of
+/// `options`, `fsmount` with the attributes `attr`).
+pub fn fs_detached(
+    fstype: *const u8,
+    options: &[(*const u8, *const u8)],
+    attr: u64,
+) -> Result<c_int, Errno> {
+    // FSOPEN_CLOEXEC; FSCONFIG_SET_STRING, FSCONFIG_CMD_CREATE; FSMOUNT_CLOEXEC.
+    let fs = call!(libc::SYS_fsopen, fstype, 1)? as c_int;
+    let mut configured = Ok(0);
+    for &(key, value) in options {
+        configured = configured.and_then(|_| call!(libc::SYS_fsconfig, fs, 1, key, value, 0));
+    }
+    let mounted = configured
+        .and_then(|_| call!(libc::SYS_fsconfig, fs, 6, 0, 0, 0))
+        .and_then(|_| call!(libc::SYS_fsmount, fs, 1, attr));
+    close(fs);
+    mounted.map(|fd| fd as c_int)
+}
+
 /// `mount(2)` of a new filesystem of type `fstype` with the options `data`.
 pub fn mount_new(
     fstype: *const u8,
@@ -467,16 +511,9 @@ pub fn mount_new(
     call!(libc::SYS_mount, fstype, target, fstype, flags, data).map(drop)
 }
 
-/// A detached tmpfs (`fsopen`, `fsconfig`, `fsmount`) with the options `mode`, mounted
-/// with `attr` (`MOUNT_ATTR_*`): its descriptor.
+/// A detached tmpfs with the options `mode`, mounted with the attributes `attr`.
 pub fn tmpfs_detached(mode: *const u8, attr: u64) -> Result<c_int, Errno> {
-    // FSOPEN_CLOEXEC; FSCONFIG_SET_STRING, FSCONFIG_CMD_CREATE; FSMOUNT_CLOEXEC.
-    let fs = call!(libc::SYS_fsopen, c"tmpfs".as_ptr(), 1)? as c_int;
-    let mounted = call!(libc::SYS_fsconfig, fs, 1, c"mode".as_ptr(), mode, 0)
-        .and_then(|_| call!(libc::SYS_fsconfig, fs, 6, 0, 0, 0))
-        .and_then(|_| call!(libc::SYS_fsmount, fs, 1, attr));
-    close(fs);
-    mounted.map(|fd| fd as c_int)
+    fs_detached(c"tmpfs".as_ptr().cast(), &[(c"mode".as_ptr().cast(), mode)], attr)
 }
 
 /// `open_tree(fd, "", OPEN_TREE_CLONE | AT_EMPTY_PATH | extra)`: a detached copy of the

@@ -62,8 +62,11 @@ fn the_inner_mounts_are_read_in_order_and_a_malformed_one_is_refused() {
         read_only,
         mask,
         empty_dir,
+        devices: false,
     };
+    let devices = InnerMount { devices: true, ..mount("/dev", false, false, false) };
     let inner = vec![
+        devices,
         mount("/work/p/.git", false, false, false),
         mount("/work/p/.bashrc", true, false, false),
         mount("/work/p/key.pem", true, true, false),
@@ -74,7 +77,7 @@ fn the_inner_mounts_are_read_in_order_and_a_malformed_one_is_refused() {
     let p = parse(&bytes).unwrap();
     assert_eq!(
         strings(p.inner_mounts),
-        ["w/work/p/.git", "r/work/p/.bashrc", "m/work/p/key.pem", "e/home/u/.ssh"]
+        ["v/dev", "w/work/p/.git", "r/work/p/.bashrc", "m/work/p/key.pem", "e/home/u/.ssh"]
     );
     assert_eq!(p.program.to_bytes(), b"sh");
     assert_eq!(
@@ -172,6 +175,9 @@ fn the_shared_constants_are_the_runners() {
     assert_eq!(PAYLOAD_VERSION, paddock_linux_bwrap::payload::PAYLOAD_VERSION);
     assert_eq!(SUPERVISE_SUBCOMMAND, paddock_linux_bwrap::SUPERVISE_SUBCOMMAND.as_bytes());
     assert_eq!(INNER_MASK_PATH.to_bytes(), paddock_linux_bwrap::INNER_MASK_PATH.as_bytes());
+    assert_eq!(DEVICES_FD, paddock_linux_bwrap::DEVICES_FD);
+    assert_eq!(crate::devices::DEVICES, paddock_linux_bwrap::devices::DEVICES);
+    assert_eq!(crate::devices::LINKS, paddock_linux_bwrap::devices::LINKS);
     assert_eq!(payload::MAGIC, paddock_linux_bwrap::nolibc::MAGIC.as_bytes());
     let argv = paddock_linux_bwrap::bwrap_argv();
     let supervisor_argv: Vec<CString> =

@@ -1,0 +1,238 @@
+//! The sandbox's `/dev` made by its supervisor from clones of the host's device nodes,
+//! where the runner may clone mounts ([`can_clone`]): bwrap then mounts a bare tmpfs at
+//! `/dev` (`--tmpfs`) instead of `--dev`, whose six device binds each read and parse the
+//! whole mount table.
+//!
+//! The runner clones `/dev/null`, `zero`, `full`, `random`, `urandom` and `tty` with
+//! `open_tree(OPEN_TREE_CLONE)` (a detached bind of each, made `nosuid` as bwrap's are) and
+//! hands the clones to the child at [`DEVICES_FD`] and after; bwrap leaves them open for
+//! the supervisor, which ([`make_in`], and `paddock-supervisor-nolibc`'s own) creates the
+//! six files in bwrap's tmpfs, checks that each descriptor is the character device it must
+//! be, attaches each clone onto its file, closes it, and makes what else bwrap's `--dev`
+//! makes: the links `stdin`, `stdout`, `stderr`, `fd`, `core` and `ptmx`, the directories
+//! `shm` and `pts`, and a fresh `devpts` instance (`ptmxmode=0666,mode=620`, `nosuid`,
+//! `noexec`) on `pts`. Unlike `--dev`, no `/dev/console` is made when paddock's stdout is a
+//! terminal: one device fewer, nothing more.
+
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd};
+
+/// The device nodes, in the order the runner hands their clones: name, major, minor.
+pub const DEVICES: [(&CStr, u32, u32); 6] = [
+    (c"null", 1, 3),
+    (c"zero", 1, 5),
+    (c"full", 1, 7),
+    (c"random", 1, 8),
+    (c"urandom", 1, 9),
+    (c"tty", 5, 0),
+];
+
+/// The descriptor of the first clone in the child, and in the supervisor through bwrap; the
+/// others follow it in [`DEVICES`]'s order.
+pub use crate::DEVICES_FD;
+
+/// The links bwrap's `--dev` makes: name, target.
+pub const LINKS: [(&CStr, &CStr); 6] = [
+    (c"stdin", c"/proc/self/fd/0"),
+    (c"stdout", c"/proc/self/fd/1"),
+    (c"stderr", c"/proc/self/fd/2"),
+    (c"fd", c"/proc/self/fd"),
+    (c"core", c"/proc/kcore"),
+    (c"ptmx", c"pts/ptmx"),
+];
+
+/// `<linux/mount.h>`.
+const OPEN_TREE_CLONE: libc::c_uint = 1;
+const OPEN_TREE_CLOEXEC: libc::c_uint = libc::O_CLOEXEC as libc::c_uint;
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x04;
+const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x40;
+const FSOPEN_CLOEXEC: libc::c_uint = 1;
+const FSCONFIG_SET_STRING: libc::c_uint = 1;
+const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
+const FSMOUNT_CLOEXEC: libc::c_uint = 1;
+
+/// Whether this process may clone the mounts of its namespace: `CAP_SYS_ADMIN` in its
+/// effective set and a kernel with `open_tree` (Linux 5.2).
+pub fn can_clone() -> bool {
+    let admin = caps::has_cap(None, caps::CapSet::Effective, caps::Capability::CAP_SYS_ADMIN)
+        .unwrap_or(false);
+    // SAFETY: a NUL-terminated path; without OPEN_TREE_CLONE this only opens `/` (O_PATH).
+    let fd = unsafe {
+        libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, c"/".as_ptr(), OPEN_TREE_CLOEXEC)
+    };
+    let Ok(fd) = libc::c_int::try_from(fd) else { return false };
+    if fd < 0 {
+        return false;
+    }
+    // SAFETY: the descriptor opened above, ours alone.
+    drop(unsafe { OwnedFd::from_raw_fd(fd) });
+    admin
+}
+
+/// The clones of the host's device nodes, in [`DEVICES`]' order: each a detached bind of
+/// `/dev/NAME`, `nosuid` (as bwrap binds a device).
+pub fn clone_host_devices() -> io::Result<Vec<OwnedFd>> {
+    let mut out = Vec::with_capacity(DEVICES.len());
+    for (name, _, _) in DEVICES {
+        let path = [c"/dev/".to_bytes(), name.to_bytes_with_nul()].concat();
+        // SAFETY: a NUL-terminated path built above; the result is checked.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_open_tree,
+                libc::AT_FDCWD,
+                path.as_ptr(),
+                OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC,
+            )
+        };
+        let fd = owned(fd).map_err(|e| named(e, "clone", name))?;
+        set_nosuid(&fd).map_err(|e| named(e, "make nosuid the clone of", name))?;
+        out.push(fd);
+    }
+    Ok(out)
+}
+
+fn named(e: io::Error, what: &str, name: &CStr) -> io::Error {
+    io::Error::new(e.kind(), format!("cannot {what} /dev/{}: {e}", name.to_string_lossy()))
+}
+
+/// A descriptor a system call returned, or its error.
+fn owned(ret: libc::c_long) -> io::Result<OwnedFd> {
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let fd = libc::c_int::try_from(ret).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+    // SAFETY: a descriptor the kernel just returned, owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn check(ret: libc::c_long) -> io::Result<()> {
+    if ret < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+}
+
+fn set_nosuid(tree: &OwnedFd) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // `struct mount_attr`: attr_set, attr_clr, propagation, userns_fd.
+    let attr: [u64; 4] = [libc::MOUNT_ATTR_NOSUID, 0, 0, 0];
+    // SAFETY: an empty path relative to our descriptor, and the attributes of their size.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            attr.as_ptr(),
+            std::mem::size_of_val(&attr),
+        )
+    })
+}
+
+/// In the supervisor, in its own mount namespace: makes the devices, links, directories and
+/// `devpts` of bwrap's `--dev` in the tmpfs at `dir`, from the clones at [`DEVICES_FD`] and
+/// after, which it closes. Fails (naming what) on anything unexpected: a name already
+/// there, a descriptor that is not the device it should be.
+pub fn make_in(dir: &CStr) -> Result<(), String> {
+    use std::os::fd::AsRawFd;
+    let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: a NUL-terminated path; the result is checked.
+    let at = owned(libc::c_long::from(unsafe { libc::open(dir.as_ptr(), flags) }))
+        .map_err(|e| format!("cannot open {}: {e}", dir.to_string_lossy()))?;
+    let at = at.as_raw_fd();
+    let fail = |what: &str, name: &CStr, e: io::Error| {
+        format!("cannot {what} {}/{}: {e}", dir.to_string_lossy(), name.to_string_lossy())
+    };
+    for (i, (name, major, minor)) in (0..).zip(DEVICES) {
+        // SAFETY: the descriptor the runner handed at this number, ours from now on (closed
+        // when dropped, also on an error).
+        let clone = unsafe { OwnedFd::from_raw_fd(DEVICES_FD + i) };
+        is_device(&clone, major, minor).map_err(|e| fail("check the clone for", name, e))?;
+        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
+        // SAFETY: a NUL-terminated name relative to our directory; the result is checked.
+        let file = unsafe { libc::openat(at, name.as_ptr(), flags | libc::O_CLOEXEC, 0o444) };
+        let file = owned(libc::c_long::from(file)).map_err(|e| fail("create", name, e))?;
+        // SAFETY: empty paths relative to the two descriptors we hold.
+        check(unsafe {
+            libc::syscall(
+                libc::SYS_move_mount,
+                clone.as_raw_fd(),
+                c"".as_ptr(),
+                file.as_raw_fd(),
+                c"".as_ptr(),
+                MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+            )
+        })
+        .map_err(|e| fail("attach the device onto", name, e))?;
+    }
+    for (name, target) in LINKS {
+        // SAFETY: NUL-terminated target and name, relative to our directory.
+        check(libc::c_long::from(unsafe { libc::symlinkat(target.as_ptr(), at, name.as_ptr()) }))
+            .map_err(|e| fail("link", name, e))?;
+    }
+    for name in [c"shm", c"pts"] {
+        // SAFETY: a NUL-terminated name relative to our directory.
+        check(libc::c_long::from(unsafe { libc::mkdirat(at, name.as_ptr(), 0o755) }))
+            .map_err(|e| fail("make", name, e))?;
+    }
+    mount_devpts(at).map_err(|e| fail("mount a devpts instance on", c"pts", e))
+}
+
+/// Whether `fd` is the character device `major:minor`.
+fn is_device(fd: &OwnedFd, major: u32, minor: u32) -> io::Result<()> {
+    let stat = nix::sys::stat::fstat(fd).map_err(io::Error::from)?;
+    let is_char = stat.st_mode & libc::S_IFMT == libc::S_IFCHR;
+    if is_char && stat.st_rdev == libc::makedev(major, minor) {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!("not the character device {major}:{minor}")))
+    }
+}
+
+/// A fresh `devpts` instance, as bwrap mounts one (`ptmxmode=0666,mode=620`, `nosuid`,
+/// `noexec`), attached at `pts` below `at`.
+fn mount_devpts(at: libc::c_int) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a NUL-terminated filesystem name; the result is checked.
+    let fs = owned(unsafe { libc::syscall(libc::SYS_fsopen, c"devpts".as_ptr(), FSOPEN_CLOEXEC) })?;
+    for (key, value) in [(c"ptmxmode", c"0666"), (c"mode", c"620")] {
+        // SAFETY: NUL-terminated key and value for the context we hold.
+        check(unsafe {
+            libc::syscall(
+                libc::SYS_fsconfig,
+                fs.as_raw_fd(),
+                FSCONFIG_SET_STRING,
+                key.as_ptr(),
+                value.as_ptr(),
+                0,
+            )
+        })?;
+    }
+    // SAFETY: the create command takes no key or value.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            FSCONFIG_CMD_CREATE,
+            std::ptr::null::<u8>(),
+            std::ptr::null::<u8>(),
+            0,
+        )
+    })?;
+    let attr = libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NOEXEC;
+    // SAFETY: the created context we hold; flags and attributes by value.
+    let tree =
+        owned(unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), FSMOUNT_CLOEXEC, attr) })?;
+    let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: a NUL-terminated name relative to our directory; the result is checked.
+    let pts = owned(libc::c_long::from(unsafe { libc::openat(at, c"pts".as_ptr(), flags) }))?;
+    // SAFETY: empty paths relative to the two descriptors we hold.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            pts.as_raw_fd(),
+            c"".as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+        )
+    })
+}
