@@ -351,3 +351,34 @@ fn the_caught_signals_read_are_those_with_handlers() {
     assert_ne!(expected & 1 << (libc::SIGURG - 1), 0);
     assert_eq!(caught_signals(), Some(expected));
 }
+
+#[test]
+fn a_plan_that_wants_the_device_clones_fits_only_a_bwrap_that_holds_them() {
+    let Some(bwrap) = installed_bwrap() else { return };
+    let mut pre = Prespawned::start(&bwrap).unwrap();
+    assert!(pre.started());
+    assert_eq!(pre.devices, crate::devices::can_clone(), "cloned where this process may");
+    let pid = pre.child.as_ref().unwrap().pid;
+    if pre.devices {
+        // Each clone waits at its descriptor, the device it stands for.
+        use std::os::unix::fs::MetadataExt;
+        for (fd, (name, major, minor)) in (crate::DEVICES_FD..).zip(crate::devices::DEVICES) {
+            let at = std::fs::metadata(format!("/proc/{pid}/fd/{fd}")).unwrap();
+            assert_eq!(at.rdev(), libc::makedev(major, minor), "{name:?}");
+        }
+    }
+    let shape = crate::runtime::exec::SpawnShape {
+        extra: Vec::new(),
+        inherits: Vec::new(),
+        observer: false,
+        self_mounts: false,
+    };
+    use crate::runtime::exec::Waiting;
+    let mut plan = plan_with(&bwrap, crate::tests::policy());
+    plan.device_fds = None;
+    assert!(pre.fits(&plan, Output::INHERIT, &shape), "the clones are left to the supervisor");
+    plan.device_fds = Some(crate::DEVICES_FD);
+    assert_eq!(pre.fits(&plan, Output::INHERIT, &shape), pre.devices);
+    pre.devices = false;
+    assert!(!pre.fits(&plan, Output::INHERIT, &shape), "no clones, no fit");
+}
