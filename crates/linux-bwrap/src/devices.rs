@@ -28,6 +28,10 @@ pub const DEVICES: [(&CStr, u32, u32); 6] = [
     (c"tty", 5, 0),
 ];
 
+/// Where each of [`DEVICES`] is on the host.
+pub const HOST_PATHS: [&CStr; 6] =
+    [c"/dev/null", c"/dev/zero", c"/dev/full", c"/dev/random", c"/dev/urandom", c"/dev/tty"];
+
 /// The descriptor of the first clone in the child, and in the supervisor through bwrap; the
 /// others follow it in [`DEVICES`]'s order.
 pub use crate::DEVICES_FD;
@@ -74,9 +78,8 @@ pub fn can_clone() -> bool {
 /// `/dev/NAME`, `nosuid` (as bwrap binds a device).
 pub fn clone_host_devices() -> io::Result<Vec<OwnedFd>> {
     let mut out = Vec::with_capacity(DEVICES.len());
-    for (name, _, _) in DEVICES {
-        let path = [c"/dev/".to_bytes(), name.to_bytes_with_nul()].concat();
-        // SAFETY: a NUL-terminated path built above; the result is checked.
+    for path in HOST_PATHS {
+        // SAFETY: a NUL-terminated path; the result is checked.
         let fd = unsafe {
             libc::syscall(
                 libc::SYS_open_tree,
@@ -85,15 +88,67 @@ pub fn clone_host_devices() -> io::Result<Vec<OwnedFd>> {
                 OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC,
             )
         };
-        let fd = owned(fd).map_err(|e| named(e, "clone", name))?;
-        set_nosuid(&fd).map_err(|e| named(e, "make nosuid the clone of", name))?;
+        let fd = owned(fd).map_err(|e| named(e, "clone", path))?;
+        set_nosuid(&fd).map_err(|e| named(e, "make nosuid the clone of", path))?;
         out.push(fd);
     }
     Ok(out)
 }
 
-fn named(e: io::Error, what: &str, name: &CStr) -> io::Error {
-    io::Error::new(e.kind(), format!("cannot {what} /dev/{}: {e}", name.to_string_lossy()))
+/// In a child between its clone and its `execve`: clones [`HOST_PATHS`] as
+/// [`clone_host_devices`] does and places them at [`DEVICES_FD`] and after, with `sys`
+/// (system calls only: async-signal-safe, no allocation). The first failure's errno.
+///
+/// # Safety
+/// `sys` makes the system call it is given, as `crate::vfork::raw::syscall` does.
+pub unsafe fn place_clones_with(
+    sys: unsafe fn(libc::c_long, [usize; 6]) -> isize,
+) -> Result<(), i32> {
+    let attr: [u64; 4] = [libc::MOUNT_ATTR_NOSUID, 0, 0, 0];
+    let errno = |r: isize| i32::try_from(-r).unwrap_or(libc::EINVAL);
+    for (target, path) in (DEVICES_FD..).zip(HOST_PATHS) {
+        let flags = (OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC) as usize;
+        // SAFETY: a NUL-terminated path; the result is checked.
+        let fd = unsafe {
+            sys(
+                libc::SYS_open_tree,
+                [libc::AT_FDCWD as usize, path.as_ptr() as usize, flags, 0, 0, 0],
+            )
+        };
+        if fd < 0 {
+            return Err(errno(fd));
+        }
+        let empty = c"".as_ptr() as usize;
+        let at_empty = libc::AT_EMPTY_PATH as usize;
+        let size = std::mem::size_of_val(&attr);
+        // SAFETY: our descriptor, an empty path, the attributes of their size; dup3 onto a
+        // target above every descriptor the child placed (clearing close-on-exec), and the
+        // clone's first number closed unless it is the target already.
+        unsafe {
+            let set = [fd as usize, empty, at_empty, attr.as_ptr() as usize, size, 0];
+            let r = sys(libc::SYS_mount_setattr, set);
+            if r < 0 {
+                return Err(errno(r));
+            }
+            if fd != target as isize {
+                let r = sys(libc::SYS_dup3, [fd as usize, target as usize, 0, 0, 0, 0]);
+                sys(libc::SYS_close, [fd as usize, 0, 0, 0, 0, 0]);
+                if r < 0 {
+                    return Err(errno(r));
+                }
+            } else {
+                let r = sys(libc::SYS_fcntl, [fd as usize, libc::F_SETFD as usize, 0, 0, 0, 0]);
+                if r < 0 {
+                    return Err(errno(r));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn named(e: io::Error, what: &str, path: &CStr) -> io::Error {
+    io::Error::new(e.kind(), format!("cannot {what} {}: {e}", path.to_string_lossy()))
 }
 
 /// A descriptor a system call returned, or its error.

@@ -253,21 +253,21 @@ impl Prespawned {
         let (ours, theirs) = crate::runtime::exec::signal_channel()?;
         pairs.push((theirs.as_raw_fd(), SIGNAL_FD));
         keep.push(OwnedFd::from(theirs));
-        // The clones of the host's devices, where this process may make them: a plan that
-        // wants them (`SpawnPlan::device_fds`) fits only then. One that does not leaves them
-        // to the supervisor, which closes every descriptor it was not told of.
-        let devices = crate::devices::can_clone()
-            .then(crate::devices::clone_host_devices)
-            .and_then(std::io::Result::ok);
-        let has_devices = devices.is_some();
-        for (target, fd) in (crate::DEVICES_FD..).zip(devices.into_iter().flatten()) {
-            pairs.push((fd.as_raw_fd(), target));
-            keep.push(fd);
-        }
+        // The clones of the host's devices, made by the child where this process may make
+        // them (off the runner's way): a plan that wants them (`SpawnPlan::device_fds`) fits
+        // only then. One that does not leaves them to the supervisor, which closes every
+        // descriptor it was not told of.
+        let has_devices = crate::devices::can_clone();
         let max_target = pairs.iter().map(|p| p.1).max().unwrap_or(2);
-        let (starting, affinity) =
-            spawn_elsewhere(bwrap, &pairs, max_target, namespace.clone(), private_network)
-                .with_context(|| format!("cannot start {}", bwrap))?;
+        let (starting, affinity) = spawn_elsewhere(
+            bwrap,
+            &pairs,
+            max_target,
+            namespace.clone(),
+            private_network,
+            has_devices,
+        )
+        .with_context(|| format!("cannot start {}", bwrap))?;
         // The child has copies of its own.
         drop(keep);
         let child =
@@ -624,6 +624,9 @@ struct ChildSetup {
     /// Whether the child makes the sandbox's network namespace then
     /// ([`crate::private_ns::enter_new_network_with`]).
     private_network: bool,
+    /// Whether the child clones the host's devices for the supervisor, once its
+    /// descriptors are placed ([`crate::devices::place_clones_with`]).
+    clone_devices: bool,
     /// The errno of the child's `execve`, once it failed.
     failed: std::sync::atomic::AtomicI32,
 }
@@ -719,6 +722,13 @@ impl ChildSetup {
                 ok = ok
                     && sys(libc::SYS_dup3, [fd as usize, dst as usize, 0, 0, 0, 0]) == dst as isize;
             }
+            if ok
+                && self.clone_devices
+                && let Err(errno) = crate::devices::place_clones_with(sys)
+            {
+                self.failed.store(errno, Ordering::Release);
+                sys(libc::SYS_exit_group, [127, 0, 0, 0, 0, 0]);
+            }
             let mut errno = libc::EBADF;
             if ok {
                 let empty = 0u64;
@@ -800,6 +810,7 @@ fn spawn_elsewhere(
     max_target: RawFd,
     namespace: Option<crate::private_ns::PrivateNamespace>,
     private_network: bool,
+    clone_devices: bool,
 ) -> Result<(Starting, Option<libc::cpu_set_t>)> {
     use std::ffi::CString;
     use std::os::unix::ffi::OsStrExt;
@@ -841,6 +852,7 @@ fn spawn_elsewhere(
         others,
         namespace,
         private_network,
+        clone_devices,
         failed: std::sync::atomic::AtomicI32::new(0),
     });
 
