@@ -74,6 +74,16 @@ pub fn can_clone() -> bool {
     admin
 }
 
+/// Whether a bwrap started before its plan should get the clones: where this process may
+/// make them ([`can_clone`]) and a plan may want them (`HostFacts::clone_devices` with user
+/// namespaces, which `user.max_user_namespaces = 0` switches off). Handed to a plan that
+/// does not want them, they would be closed unattached, each closing waiting for the
+/// kernel's teardown of its detached mount (50 us to 2 ms).
+pub fn for_a_prespawn() -> bool {
+    let max = std::fs::read("/proc/sys/user/max_user_namespaces").unwrap_or_default();
+    max.trim_ascii() != b"0" && can_clone()
+}
+
 /// The clones of the host's device nodes, in [`DEVICES`]' order: each a detached bind of
 /// `/dev/NAME`, `nosuid` (as bwrap binds a device).
 pub fn clone_host_devices() -> io::Result<Vec<OwnedFd>> {

@@ -256,8 +256,8 @@ impl Prespawned {
         // The clones of the host's devices, made by the child where this process may make
         // them (off the runner's way): a plan that wants them (`SpawnPlan::device_fds`) fits
         // only then. One that does not leaves them to the supervisor, which closes every
-        // descriptor it was not told of.
-        let has_devices = crate::devices::can_clone();
+        // descriptor it was not told of (slowly: see `for_a_prespawn`).
+        let has_devices = crate::devices::for_a_prespawn();
         let max_target = pairs.iter().map(|p| p.1).max().unwrap_or(2);
         let (starting, affinity) = spawn_elsewhere(
             bwrap,

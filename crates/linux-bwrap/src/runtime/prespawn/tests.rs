@@ -357,7 +357,7 @@ fn a_plan_that_wants_the_device_clones_fits_only_a_bwrap_that_holds_them() {
     let Some(bwrap) = installed_bwrap() else { return };
     let mut pre = Prespawned::start(&bwrap).unwrap();
     assert!(pre.started());
-    assert_eq!(pre.devices, crate::devices::can_clone(), "cloned where this process may");
+    assert_eq!(pre.devices, crate::devices::for_a_prespawn(), "cloned where a plan may want them");
     let pid = pre.child.as_ref().unwrap().pid;
     if pre.devices {
         // Each clone waits at its descriptor, the device it stands for.
