@@ -442,6 +442,36 @@ fn editor_dirs_are_read_only_and_plain_project_files_are_not_fsw12() {
 }
 
 #[test]
+fn a_task_on_the_runners_terminal_has_it_as_dev_console() {
+    // bwrap's `--dev` binds the terminal its stdout is at `/dev/console`; the supervisor's
+    // `/dev` (from the runner's clones) does the same, so that `tty` and `ttyname` work.
+    if !require_os_sandbox() {
+        return;
+    }
+    let s = Scratch::new("console");
+    let inner = format!("{} run -- sh -c 'tty; ls -1 /dev'", paddock_bin().display());
+    let out = match std::process::Command::new("script")
+        .args(["-qec", &inner, "/dev/null"])
+        .current_dir(&s.project)
+        .env("HOME", &s.home)
+        .env("PADDOCK_ITEMIZE", itemize_mode())
+        .stdin(std::process::Stdio::null())
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) => {
+            skip(format!("no `script` (util-linux) here: {e}"), None);
+            return;
+        }
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    let mut lines = text.lines().map(str::trim);
+    assert_eq!(lines.next(), Some("/dev/console"), "{text}");
+    assert!(lines.any(|l| l == "console"), "{text}");
+}
+
+#[test]
 fn dev_is_minimal_and_device_nodes_cannot_be_made_fsw13() {
     if !require_os_sandbox() {
         return;

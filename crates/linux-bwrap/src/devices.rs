@@ -11,8 +11,9 @@
 //! be, attaches each clone onto its file, closes it, and makes what else bwrap's `--dev`
 //! makes: the links `stdin`, `stdout`, `stderr`, `fd`, `core` and `ptmx`, the directories
 //! `shm` and `pts`, and a fresh `devpts` instance (`ptmxmode=0666,mode=620`, `nosuid`,
-//! `noexec`) on `pts`. Unlike `--dev`, no `/dev/console` is made when paddock's stdout is a
-//! terminal: one device fewer, nothing more.
+//! `noexec`) on `pts`. Where the task's stdout is the runner's own and a terminal, as
+//! `--dev` does, the terminal is `/dev/console`: the runner clones it too, at
+//! [`CONSOLE_FD`], and the supervisor attaches it if that descriptor is there.
 
 use std::ffi::CStr;
 use std::io;
@@ -35,6 +36,10 @@ pub const HOST_PATHS: [&CStr; 6] =
 /// The descriptor of the first clone in the child, and in the supervisor through bwrap; the
 /// others follow it in [`DEVICES`]'s order.
 pub use crate::DEVICES_FD;
+
+/// Where the child has the clone of the terminal its stdout is, if it is one: the
+/// sandbox's `/dev/console`, as bwrap's `--dev` makes it.
+pub const CONSOLE_FD: i32 = DEVICES_FD + 6;
 
 /// The links bwrap's `--dev` makes: name, target.
 pub const LINKS: [(&CStr, &CStr); 6] = [
@@ -105,6 +110,34 @@ pub fn clone_host_devices() -> io::Result<Vec<OwnedFd>> {
     Ok(out)
 }
 
+/// The terminal this process's stdout is, as a path to clone (`/dev/pts/3`), when it is
+/// one: what bwrap's `--dev` binds at `/dev/console`.
+pub fn stdout_terminal() -> Option<std::ffi::CString> {
+    use std::os::unix::ffi::OsStrExt;
+    // SAFETY: isatty on a descriptor number; no memory is passed.
+    if unsafe { libc::isatty(1) } != 1 {
+        return None;
+    }
+    let path = std::fs::read_link("/proc/self/fd/1").ok()?;
+    path.is_absolute().then(|| std::ffi::CString::new(path.as_os_str().as_bytes()).ok())?
+}
+
+/// The clone of the terminal at `path` ([`stdout_terminal`]), `nosuid`.
+pub fn clone_terminal(path: &CStr) -> io::Result<OwnedFd> {
+    // SAFETY: a NUL-terminated path; the result is checked.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC,
+        )
+    };
+    let fd = owned(fd).map_err(|e| named(e, "clone", path))?;
+    set_nosuid(&fd).map_err(|e| named(e, "make nosuid the clone of", path))?;
+    Ok(fd)
+}
+
 /// In a child between its clone and its `execve`: clones [`HOST_PATHS`] as
 /// [`clone_host_devices`] does and places them at [`DEVICES_FD`] and after, with `sys`
 /// (system calls only: async-signal-safe, no allocation). The first failure's errno.
@@ -114,9 +147,35 @@ pub fn clone_host_devices() -> io::Result<Vec<OwnedFd>> {
 pub unsafe fn place_clones_with(
     sys: unsafe fn(libc::c_long, [usize; 6]) -> isize,
 ) -> Result<(), i32> {
+    // SAFETY: the caller's.
+    unsafe { place_with(sys, DEVICES_FD, &HOST_PATHS) }
+}
+
+/// [`place_clones_with`] for the terminal at `path` ([`stdout_terminal`]), at
+/// [`CONSOLE_FD`].
+///
+/// # Safety
+/// As [`place_clones_with`].
+pub unsafe fn place_terminal_with(
+    sys: unsafe fn(libc::c_long, [usize; 6]) -> isize,
+    path: &CStr,
+) -> Result<(), i32> {
+    // SAFETY: the caller's.
+    unsafe { place_with(sys, CONSOLE_FD, &[path]) }
+}
+
+/// Clones each of `paths` at `first` and after.
+///
+/// # Safety
+/// As [`place_clones_with`].
+unsafe fn place_with(
+    sys: unsafe fn(libc::c_long, [usize; 6]) -> isize,
+    first: i32,
+    paths: &[&CStr],
+) -> Result<(), i32> {
     let attr: [u64; 4] = [libc::MOUNT_ATTR_NOSUID, 0, 0, 0];
     let errno = |r: isize| i32::try_from(-r).unwrap_or(libc::EINVAL);
-    for (target, path) in (DEVICES_FD..).zip(HOST_PATHS) {
+    for (target, path) in (first..).zip(paths) {
         let flags = (OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC) as usize;
         // SAFETY: a NUL-terminated path; the result is checked.
         let fd = unsafe {
@@ -238,7 +297,38 @@ pub fn make_in(dir: &CStr) -> Result<(), String> {
         check(libc::c_long::from(unsafe { libc::mkdirat(at, name.as_ptr(), 0o755) }))
             .map_err(|e| fail("make", name, e))?;
     }
-    mount_devpts(at).map_err(|e| fail("mount a devpts instance on", c"pts", e))
+    mount_devpts(at).map_err(|e| fail("mount a devpts instance on", c"pts", e))?;
+    console(at).map_err(|e| fail("attach the terminal onto", c"console", e))
+}
+
+/// The terminal the runner handed at [`CONSOLE_FD`], if it did, attached at `console`.
+fn console(at: libc::c_int) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: F_GETFD on a descriptor number only asks whether it is open.
+    if unsafe { libc::fcntl(CONSOLE_FD, libc::F_GETFD) } < 0 {
+        return Ok(());
+    }
+    // SAFETY: the descriptor the runner handed at this number, ours from now on.
+    let clone = unsafe { OwnedFd::from_raw_fd(CONSOLE_FD) };
+    let stat = nix::sys::stat::fstat(&clone).map_err(io::Error::from)?;
+    if stat.st_mode & libc::S_IFMT != libc::S_IFCHR {
+        return Err(io::Error::other("not a character device"));
+    }
+    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: a NUL-terminated name relative to our directory; the result is checked.
+    let file =
+        owned(libc::c_long::from(unsafe { libc::openat(at, c"console".as_ptr(), flags, 0o444) }))?;
+    // SAFETY: empty paths relative to the two descriptors we hold.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            clone.as_raw_fd(),
+            c"".as_ptr(),
+            file.as_raw_fd(),
+            c"".as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+        )
+    })
 }
 
 /// Whether `fd` is the character device `major:minor`.

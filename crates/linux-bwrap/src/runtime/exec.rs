@@ -329,6 +329,15 @@ pub fn spawn_with(
             pairs.push((fd.as_raw_fd(), target));
             keep.push(fd);
         }
+        // The task's stdout, a terminal: its `/dev/console`, as bwrap's `--dev` makes one.
+        let terminal = (output.stdout == Stream::Inherit)
+            .then(crate::devices::stdout_terminal)
+            .flatten()
+            .and_then(|path| crate::devices::clone_terminal(&path).ok());
+        if let Some(fd) = terminal {
+            pairs.push((fd.as_raw_fd(), crate::devices::CONSOLE_FD));
+            keep.push(fd);
+        }
     }
     let mut signal_tx = None;
     if let Some(target) = plan.signal_fd {

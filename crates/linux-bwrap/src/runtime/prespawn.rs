@@ -258,6 +258,10 @@ impl Prespawned {
         // only then. One that does not leaves them to the supervisor, which closes every
         // descriptor it was not told of (slowly: see `for_a_prespawn`).
         let has_devices = crate::devices::for_a_prespawn();
+        // And the terminal its stdout is, if it is one and the runner's own: `/dev/console`.
+        let terminal = (has_devices && output.stdout == crate::runtime::exec::Stream::Inherit)
+            .then(crate::devices::stdout_terminal)
+            .flatten();
         let max_target = pairs.iter().map(|p| p.1).max().unwrap_or(2);
         let (starting, affinity) = spawn_elsewhere(
             bwrap,
@@ -266,6 +270,7 @@ impl Prespawned {
             namespace.clone(),
             private_network,
             has_devices,
+            terminal,
         )
         .with_context(|| format!("cannot start {}", bwrap))?;
         // The child has copies of its own.
@@ -627,6 +632,9 @@ struct ChildSetup {
     /// Whether the child clones the host's devices for the supervisor, once its
     /// descriptors are placed ([`crate::devices::place_clones_with`]).
     clone_devices: bool,
+    /// With `clone_devices`: the terminal the child's stdout is, cloned too (best effort:
+    /// without it the sandbox has no `/dev/console`).
+    terminal: Option<std::ffi::CString>,
     /// The errno of the child's `execve`, once it failed.
     failed: std::sync::atomic::AtomicI32,
 }
@@ -729,6 +737,9 @@ impl ChildSetup {
                 self.failed.store(errno, Ordering::Release);
                 sys(libc::SYS_exit_group, [127, 0, 0, 0, 0, 0]);
             }
+            if let (true, Some(terminal)) = (ok && self.clone_devices, &self.terminal) {
+                let _ = crate::devices::place_terminal_with(sys, terminal);
+            }
             let mut errno = libc::EBADF;
             if ok {
                 let empty = 0u64;
@@ -811,6 +822,7 @@ fn spawn_elsewhere(
     namespace: Option<crate::private_ns::PrivateNamespace>,
     private_network: bool,
     clone_devices: bool,
+    terminal: Option<std::ffi::CString>,
 ) -> Result<(Starting, Option<libc::cpu_set_t>)> {
     use std::ffi::CString;
     use std::os::unix::ffi::OsStrExt;
@@ -853,6 +865,7 @@ fn spawn_elsewhere(
         namespace,
         private_network,
         clone_devices,
+        terminal,
         failed: std::sync::atomic::AtomicI32::new(0),
     });
 

@@ -2,12 +2,13 @@
 //! `paddock-supervisor`: in bwrap's bare tmpfs at the inner mount's path, one file per device
 //! with the runner's clone of the host's node attached onto it (each descriptor checked to
 //! be that character device, then closed), the links, the `shm` and `pts` directories, and a
-//! fresh `devpts` instance on `pts` (`ptmxmode=0666,mode=620`, `nosuid`, `noexec`): what
-//! bwrap's `--dev` makes, without `/dev/console`.
+//! fresh `devpts` instance on `pts` (`ptmxmode=0666,mode=620`, `nosuid`, `noexec`), and the
+//! terminal the runner handed at `CONSOLE_FD` (if it did) at `console`: what bwrap's `--dev`
+//! makes.
 
 use core::ffi::CStr;
 
-use crate::constants::DEVICES_FD;
+use crate::constants::{CONSOLE_FD, DEVICES_FD};
 use crate::sys::{self, Errno};
 
 /// The device nodes, in the order the runner hands their clones: name, major, minor.
@@ -68,7 +69,28 @@ fn make_at(at: libc::c_int) -> Result<(), (&'static str, Errno)> {
         moved
     });
     sys::close(tree);
-    moved.map_err(|e| ("mount devpts", e))
+    moved.map_err(|e| ("mount devpts", e))?;
+    if sys::is_open(CONSOLE_FD) {
+        let attached = attach_terminal(at, CONSOLE_FD);
+        sys::close(CONSOLE_FD);
+        attached?;
+    }
+    Ok(())
+}
+
+/// Attaches the terminal's clone at `fd`, checked to be a character device, onto a new
+/// file `console` in `at`.
+fn attach_terminal(at: libc::c_int, fd: libc::c_int) -> Result<(), (&'static str, Errno)> {
+    let (kind, _) = sys::device_of(fd).map_err(|e| ("check the terminal's clone", e))?;
+    if kind != libc::S_IFCHR {
+        return Err(("check the terminal's clone", Errno(libc::ENODEV)));
+    }
+    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
+    let file = sys::open_at(at, c"console".as_ptr().cast(), flags, 0o444)
+        .map_err(|e| ("create the console", e))?;
+    let moved = sys::move_mount(fd, file).map_err(|e| ("attach the terminal", e));
+    sys::close(file);
+    moved
 }
 
 /// Attaches the clone at `fd`, checked to be the character device `rdev`, onto a new file

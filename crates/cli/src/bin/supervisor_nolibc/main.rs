@@ -65,6 +65,9 @@ mod constants {
     /// Where the first clone of the host's device nodes is, for the devices (`v`); the
     /// other five follow.
     pub const DEVICES_FD: i32 = 12;
+    /// Where the clone of the terminal the task's stdout is waits, if it is one: the
+    /// sandbox's `/dev/console`.
+    pub const CONSOLE_FD: i32 = 18;
     /// The argument before `--payload-fd` in bwrap's command line.
     pub const SUPERVISE_SUBCOMMAND: &[u8] = b"__supervise";
     /// The version every payload carries.

@@ -462,6 +462,11 @@ pub fn open_at(dir: c_int, name: *const u8, flags: c_int, mode: u32) -> Result<c
     call!(libc::SYS_openat, dir, name, flags | libc::O_CLOEXEC, mode).map(|fd| fd as c_int)
 }
 
+/// Whether `fd` is an open descriptor (`fcntl(F_GETFD)`).
+pub fn is_open(fd: c_int) -> bool {
+    call!(libc::SYS_fcntl, fd, libc::F_GETFD).is_ok()
+}
+
 /// `symlinkat(target, dir, name)`.
 pub fn symlink_at(target: *const u8, dir: c_int, name: *const u8) -> Result<(), Errno> {
     call!(libc::SYS_symlinkat, target, dir, name).map(drop)

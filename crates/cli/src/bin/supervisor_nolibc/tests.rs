@@ -176,6 +176,7 @@ fn the_shared_constants_are_the_runners() {
     assert_eq!(SUPERVISE_SUBCOMMAND, paddock_linux_bwrap::SUPERVISE_SUBCOMMAND.as_bytes());
     assert_eq!(INNER_MASK_PATH.to_bytes(), paddock_linux_bwrap::INNER_MASK_PATH.as_bytes());
     assert_eq!(DEVICES_FD, paddock_linux_bwrap::DEVICES_FD);
+    assert_eq!(CONSOLE_FD, paddock_linux_bwrap::devices::CONSOLE_FD);
     assert_eq!(crate::devices::DEVICES, paddock_linux_bwrap::devices::DEVICES);
     assert_eq!(crate::devices::LINKS, paddock_linux_bwrap::devices::LINKS);
     assert_eq!(payload::MAGIC, paddock_linux_bwrap::nolibc::MAGIC.as_bytes());
