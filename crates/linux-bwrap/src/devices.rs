@@ -54,8 +54,6 @@ pub const LINKS: [(&CStr, &CStr); 6] = [
 /// `<linux/mount.h>`.
 const OPEN_TREE_CLONE: libc::c_uint = 1;
 const OPEN_TREE_CLOEXEC: libc::c_uint = libc::O_CLOEXEC as libc::c_uint;
-const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x04;
-const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x40;
 const FSOPEN_CLOEXEC: libc::c_uint = 1;
 const FSCONFIG_SET_STRING: libc::c_uint = 1;
 const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
@@ -92,22 +90,7 @@ pub fn for_a_prespawn() -> bool {
 /// The clones of the host's device nodes, in [`DEVICES`]' order: each a detached bind of
 /// `/dev/NAME`, `nosuid` (as bwrap binds a device).
 pub fn clone_host_devices() -> io::Result<Vec<OwnedFd>> {
-    let mut out = Vec::with_capacity(DEVICES.len());
-    for path in HOST_PATHS {
-        // SAFETY: a NUL-terminated path; the result is checked.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_open_tree,
-                libc::AT_FDCWD,
-                path.as_ptr(),
-                OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC,
-            )
-        };
-        let fd = owned(fd).map_err(|e| named(e, "clone", path))?;
-        set_nosuid(&fd).map_err(|e| named(e, "make nosuid the clone of", path))?;
-        out.push(fd);
-    }
-    Ok(out)
+    HOST_PATHS.iter().map(|path| clone_nosuid(path)).collect()
 }
 
 /// The terminal this process's stdout is, as a path to clone (`/dev/pts/3`), when it is
@@ -124,6 +107,11 @@ pub fn stdout_terminal() -> Option<std::ffi::CString> {
 
 /// The clone of the terminal at `path` ([`stdout_terminal`]), `nosuid`.
 pub fn clone_terminal(path: &CStr) -> io::Result<OwnedFd> {
+    clone_nosuid(path)
+}
+
+/// A detached bind of the file at `path` (`open_tree(OPEN_TREE_CLONE)`), made `nosuid`.
+fn clone_nosuid(path: &CStr) -> io::Result<OwnedFd> {
     // SAFETY: a NUL-terminated path; the result is checked.
     let fd = unsafe {
         libc::syscall(
@@ -270,22 +258,7 @@ pub fn make_in(dir: &CStr) -> Result<(), String> {
         // when dropped, also on an error).
         let clone = unsafe { OwnedFd::from_raw_fd(DEVICES_FD + i) };
         is_device(&clone, major, minor).map_err(|e| fail("check the clone for", name, e))?;
-        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
-        // SAFETY: a NUL-terminated name relative to our directory; the result is checked.
-        let file = unsafe { libc::openat(at, name.as_ptr(), flags | libc::O_CLOEXEC, 0o444) };
-        let file = owned(libc::c_long::from(file)).map_err(|e| fail("create", name, e))?;
-        // SAFETY: empty paths relative to the two descriptors we hold.
-        check(unsafe {
-            libc::syscall(
-                libc::SYS_move_mount,
-                clone.as_raw_fd(),
-                c"".as_ptr(),
-                file.as_raw_fd(),
-                c"".as_ptr(),
-                MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
-            )
-        })
-        .map_err(|e| fail("attach the device onto", name, e))?;
+        attach_at(&clone, at, name).map_err(|e| fail("attach the device onto", name, e))?;
     }
     for (name, target) in LINKS {
         // SAFETY: NUL-terminated target and name, relative to our directory.
@@ -303,7 +276,6 @@ pub fn make_in(dir: &CStr) -> Result<(), String> {
 
 /// The terminal the runner handed at [`CONSOLE_FD`], if it did, attached at `console`.
 fn console(at: libc::c_int) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
     // SAFETY: F_GETFD on a descriptor number only asks whether it is open.
     if unsafe { libc::fcntl(CONSOLE_FD, libc::F_GETFD) } < 0 {
         return Ok(());
@@ -314,21 +286,18 @@ fn console(at: libc::c_int) -> io::Result<()> {
     if stat.st_mode & libc::S_IFMT != libc::S_IFCHR {
         return Err(io::Error::other("not a character device"));
     }
+    attach_at(&clone, at, c"console")
+}
+
+/// Attaches the detached mount `clone` onto a new file `name` (mode 0444, as bwrap makes a
+/// device's) in the directory `at`, never over an existing name.
+fn attach_at(clone: &OwnedFd, at: libc::c_int, name: &CStr) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
     let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
-    // SAFETY: a NUL-terminated name relative to our directory; the result is checked.
-    let file =
-        owned(libc::c_long::from(unsafe { libc::openat(at, c"console".as_ptr(), flags, 0o444) }))?;
-    // SAFETY: empty paths relative to the two descriptors we hold.
-    check(unsafe {
-        libc::syscall(
-            libc::SYS_move_mount,
-            clone.as_raw_fd(),
-            c"".as_ptr(),
-            file.as_raw_fd(),
-            c"".as_ptr(),
-            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
-        )
-    })
+    // SAFETY: a NUL-terminated name relative to the caller's directory; the result is
+    // checked.
+    let file = owned(libc::c_long::from(unsafe { libc::openat(at, name.as_ptr(), flags, 0o444) }))?;
+    crate::private_ns::attach(clone.as_raw_fd(), file.as_raw_fd())
 }
 
 /// Whether `fd` is the character device `major:minor`.
@@ -379,15 +348,5 @@ fn mount_devpts(at: libc::c_int) -> io::Result<()> {
     let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
     // SAFETY: a NUL-terminated name relative to our directory; the result is checked.
     let pts = owned(libc::c_long::from(unsafe { libc::openat(at, c"pts".as_ptr(), flags) }))?;
-    // SAFETY: empty paths relative to the two descriptors we hold.
-    check(unsafe {
-        libc::syscall(
-            libc::SYS_move_mount,
-            tree.as_raw_fd(),
-            c"".as_ptr(),
-            pts.as_raw_fd(),
-            c"".as_ptr(),
-            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
-        )
-    })
+    crate::private_ns::attach(tree.as_raw_fd(), pts.as_raw_fd())
 }

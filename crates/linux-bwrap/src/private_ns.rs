@@ -409,7 +409,7 @@ fn mount_empty_dir(path: &CString) -> io::Result<()> {
 
 /// `move_mount` of the detached tree `tree` onto the file or directory `at` (both
 /// descriptors).
-fn attach(tree: libc::c_int, at: libc::c_int) -> io::Result<()> {
+pub(crate) fn attach(tree: libc::c_int, at: libc::c_int) -> io::Result<()> {
     // SAFETY: both paths are empty NUL-terminated strings relative to the descriptors the
     // caller holds.
     check_long(unsafe {
