@@ -51,16 +51,29 @@ fn exit_statuses() {
     }
 }
 
-/// Where `/dev/.paddock-supervisor` is bound from in a run of `mode`, from the task's
-/// mountinfo (the root of the bind, within its file system).
+/// What the sandbox's supervisor is in a run of `mode`, from the task: where
+/// `/dev/.paddock-supervisor` is bound from (the root of the bind, within its file system:
+/// `paddock-supervisor`), or, where bwrap copied it there (`paddock-supervisor-nolibc`),
+/// `copy:` and its checksum and size (see [`copy_of`]).
 fn supervisor_source(s: &Scratch, mode: Option<&str>) -> String {
-    let out = run_itemized(s, mode).args(["--", "cat", "/proc/self/mountinfo"]).output().unwrap();
+    let script = "cat /proc/self/mountinfo; cksum < /dev/.paddock-supervisor";
+    let out = run_itemized(s, mode).args(["--", "sh", "-c", script]).output().unwrap();
     assert!(out.status.success(), "{out:?}");
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let line = text.lines().find(|l| l.split(' ').nth(4) == Some("/dev/.paddock-supervisor"));
-    line.and_then(|l| l.split(' ').nth(3))
-        .unwrap_or_else(|| panic!("no supervisor: {text}"))
-        .to_owned()
+    match line {
+        Some(line) => line.split(' ').nth(3).unwrap_or_default().to_owned(),
+        None => format!("copy:{}", text.lines().last().unwrap_or_default().trim()),
+    }
+}
+
+/// [`supervisor_source`] of a copy of `file`.
+fn copy_of(file: &std::path::Path) -> String {
+    let out = std::process::Command::new("cksum")
+        .stdin(std::fs::File::open(file).unwrap())
+        .output()
+        .unwrap();
+    format!("copy:{}", String::from_utf8_lossy(&out.stdout).trim())
 }
 
 #[test]
@@ -73,11 +86,11 @@ fn untraced_runs_are_supervised_without_libc_when_it_is_installed() {
     let untraced = supervisor_source(&s, Some("off"));
     // strace inside the sandbox runs `paddock-supervisor`'s shim.
     if itemizer() == "strace" {
-        assert!(!supervisor_source(&s, None).ends_with("-nolibc"));
+        assert!(supervisor_source(&s, None).ends_with("/paddock-supervisor"));
     }
     if !beside.exists() {
         // The unprivileged runs stage `paddock` alone.
-        assert!(!untraced.ends_with("-nolibc"), "{untraced}");
+        assert!(!untraced.starts_with("copy:"), "{untraced}");
         skip(
             format!(
                 "paddock-supervisor-nolibc is not next to {} (cargo build -p paddock); untraced runs use paddock-supervisor",
@@ -87,7 +100,7 @@ fn untraced_runs_are_supervised_without_libc_when_it_is_installed() {
         );
         return;
     }
-    assert!(untraced.ends_with("paddock-supervisor-nolibc"), "{untraced}");
+    assert_eq!(untraced, copy_of(&beside), "a copy of paddock-supervisor-nolibc");
     // Its walls: no_new_privs and the filter on the task, only 0-2 open, a non-dumpable
     // pid 1, the task in a process group of its own.
     let script = "grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status; ls /proc/self/fd | tr '\\n' ' '; echo; \
@@ -159,7 +172,8 @@ fn an_observed_task_is_started_without_libc_and_never_reaches_the_server_it_gets
         );
         return;
     }
-    assert!(supervisor_source(&s, Some("observe")).ends_with("paddock-supervisor-nolibc"));
+    let nolibc = paddock_bin().with_file_name("paddock-supervisor-nolibc");
+    assert_eq!(supervisor_source(&s, Some("observe")), copy_of(&nolibc));
     // A run counts when the loop started before the hand-over: most do.
     let mut raced = 0;
     for _ in 0..10 {

@@ -282,7 +282,16 @@ fn prespawn(
     let notifier = paddock_linux_bwrap::probe::notifier_of(&inner.facts);
     let private_network =
         !matches!(inner.policy.allow.network.value, paddock_policy::NetworkRule::On);
-    Prespawned::start_for(&bwrap, kind.observed(), streams(command), notifier, private_network).ok()
+    let nolibc = inner.facts.supervisor_nolibc_exe.as_deref();
+    Prespawned::start_for(
+        &bwrap,
+        kind.observed(),
+        streams(command),
+        notifier,
+        nolibc,
+        private_network,
+    )
+    .ok()
 }
 
 /// Where `command`'s standard streams go.

@@ -78,7 +78,7 @@ pub fn can_clone() -> bool {
 }
 
 /// Whether a bwrap started before its plan should get the clones: where this process may
-/// make them ([`can_clone`]) and a plan may want them (`HostFacts::clone_devices` with user
+/// make them ([`can_clone`]) and a plan may want them (`HostFacts::clone_mounts` with user
 /// namespaces, which `user.max_user_namespaces = 0` switches off). Handed to a plan that
 /// does not want them, they would be closed unattached, each closing waiting for the
 /// kernel's teardown of its detached mount (50 us to 2 ms).

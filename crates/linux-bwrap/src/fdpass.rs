@@ -25,6 +25,9 @@ pub fn socket_pair() -> std::io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
+/// The data byte of [`send_fd`]'s message.
+pub const FD_BYTE: u8 = b'L';
+
 /// A control buffer big enough for one descriptor, aligned for `cmsghdr`.
 #[repr(C, align(8))]
 struct Control([u8; 64]);
@@ -43,7 +46,7 @@ fn message(iov: &mut libc::iovec, control: &mut Control, control_len: usize) -> 
 
 /// Sends `fd` over `sock` with one data byte. Returns the errno on failure. No allocation.
 pub fn send_fd(sock: i32, fd: i32) -> Result<(), i32> {
-    let mut byte = [b'L'];
+    let mut byte = [FD_BYTE];
     let mut control = Control([0; 64]);
     let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
     // SAFETY: CMSG_SPACE(4) is well under the 64 bytes of `control`.

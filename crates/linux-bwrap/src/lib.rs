@@ -43,6 +43,8 @@ mod error;
 #[cfg(target_os = "linux")]
 pub mod fdpass;
 #[cfg(target_os = "linux")]
+pub mod grant_clones;
+#[cfg(target_os = "linux")]
 mod launch;
 pub mod mount_ids;
 pub mod nolibc;
@@ -93,5 +95,6 @@ pub fn run_hidden_subcommand(args: &[std::ffi::OsString]) -> Option<i32> {
 pub use plan::{
     ARGS_FD, BACKEND_NAME, DEVICES_FD, INBOUND_FD, INNER_MASK_PATH, LinuxBwrap, MASKED_FILE,
     NOTIFIER_EXE_FD, NOTIFY_BPF_FD, RECORD_FD, SECCOMP_FD, SERVE_NOTIFY_SUBCOMMAND, SIGNAL_FD,
-    SUPERVISE_SUBCOMMAND, SUPERVISOR_EXE, SUPERVISOR_FD, SUPERVISOR_PATH, bwrap_argv,
+    SUPERVISE_SUBCOMMAND, SUPERVISOR_EXE, SUPERVISOR_EXE_FD, SUPERVISOR_FD, SUPERVISOR_PATH,
+    bwrap_argv,
 };

@@ -14,7 +14,8 @@
 //!      the directory anchor is instead a bind of the observer filesystem's `a{i}`
 //!      ([`crate::observe_fs`]), which serves exactly the mount points made in it
 //!      ([`MountOps::observed`]);
-//!    - each write grant `--bind` onto itself;
+//!    - each write grant `--bind` onto itself (or, for the supervisor to attach the
+//!      runner's clone of it, its directory alone: [`clonable_grants`]);
 //!    - each pinned directory `--bind` onto itself, so that it is a mount point and renaming
 //!      it fails with EBUSY (FSW-05, FSW-10);
 //!    - a fresh `/dev`, a fresh `/proc` (or an empty tmpfs in the documented weaker mode,
@@ -34,7 +35,8 @@
 //!    observed anchor is not remounted: the observer refuses changes itself (`EROFS`), and a
 //!    read-only mount would answer them before the observer could record them.
 //! 5. Last, after the socket directories of the bridges too ([`supervisor_op`]), the
-//!    supervisor binary, read-only at [`SUPERVISOR_PATH`](crate::SUPERVISOR_PATH):
+//!    supervisor binary, read-only at [`SUPERVISOR_PATH`](crate::SUPERVISOR_PATH) (or a copy
+//!    there of the one without a C library: `crate::nolibc`):
 //!    bwrap's command is the supervisor at that path, so arguments that end early (a runner
 //!    killed while it writes them to bwrap, which was started before: see
 //!    [`crate::bwrap_argv`]) leave nothing to run, never a sandbox with some walls missing.
@@ -50,8 +52,10 @@ use paddock_policy::{
     AbsPathBuf, FileKind, ObservedAnchor, ObservedNode, ProtectedState, ResolvedPolicy, UnixSockets,
 };
 
+mod grant_clones;
 mod self_mounts;
 
+pub use grant_clones::{clonable_grants, take_grant_clones};
 pub use self_mounts::{
     inner_hidden_dirs, inner_masks, inner_mountable, self_mountable, take_inner_mounts,
     take_self_mounts, verified_binds,
@@ -130,6 +134,13 @@ pub enum BwrapOp {
         /// Sandbox path.
         dest: AbsPathBuf,
     },
+    /// `--dir DEST`: the directory, made with its parents where missing (in a tmpfs bwrap
+    /// made), for the supervisor to attach a write grant's clone onto
+    /// ([`clonable_grants`]). Not a mount.
+    Dir {
+        /// Sandbox path.
+        dest: AbsPathBuf,
+    },
 }
 
 impl BwrapOp {
@@ -161,6 +172,7 @@ impl BwrapOp {
             BwrapOp::Dev { dest } => out.extend([s("--dev"), p(dest)]),
             BwrapOp::Proc { dest } => out.extend([s("--proc"), p(dest)]),
             BwrapOp::RemountRo { dest } => out.extend([s("--remount-ro"), p(dest)]),
+            BwrapOp::Dir { dest } => out.extend([s("--dir"), p(dest)]),
         }
     }
 

@@ -165,6 +165,11 @@ pub struct InnerMount {
     /// runner hands on descriptors (see [`crate::devices`]), not the path onto itself.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub devices: bool,
+    /// The runner's clone of the write grant at the path (with everything mounted below it,
+    /// `nosuid`, `nodev`), received on the signal channel, attached onto it in place of
+    /// bwrap's bind (see [`crate::devices`]); the mount identities check it after.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub grant_clone: bool,
 }
 
 /// The task of a prewarmed sandbox ([`SupervisorPayload::task_fd`]), as the runner hands it
@@ -303,6 +308,7 @@ mod tests {
                     mask: false,
                     empty_dir: false,
                     devices: false,
+                    grant_clone: false,
                 },
                 InnerMount {
                     path: Bytes("/p/conf/key.pem".into()),
@@ -310,6 +316,7 @@ mod tests {
                     mask: true,
                     empty_dir: false,
                     devices: false,
+                    grant_clone: false,
                 },
                 InnerMount {
                     path: Bytes("/home/u/.ssh".into()),
@@ -317,6 +324,7 @@ mod tests {
                     mask: false,
                     empty_dir: true,
                     devices: false,
+                    grant_clone: false,
                 },
             ],
             task_fd: None,

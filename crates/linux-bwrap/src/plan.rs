@@ -9,7 +9,8 @@
 //! paddock (`HostFacts::supervisor_exe`), else paddock itself, re-executed. Its host path
 //! may lie under a read-deny anchor (`~/.cargo/bin` when `~` is
 //! denied), so it is bound read-only at the fixed [`SUPERVISOR_PATH`] inside the sandbox's
-//! private `/dev` tmpfs. That path always exists (bwrap makes `/dev`), is writable only
+//! private `/dev` tmpfs (`paddock-supervisor-nolibc`, small, is copied there instead:
+//! `crate::nolibc`). That path always exists (bwrap makes `/dev`), is writable only
 //! during setup, and needs no placeholder on the host; executing through an inherited fd
 //! (`/proc/self/fd/N`) would instead depend on a fresh `/proc`, which the weaker mode lacks.
 //!
@@ -54,6 +55,9 @@ pub const NOTIFIER_EXE_FD: i32 = 11;
 /// Where the child has the first clone of the host's device nodes, when the supervisor makes
 /// the sandbox's `/dev` (`crate::devices`); the other five follow.
 pub const DEVICES_FD: i32 = 12;
+/// Where the child has the supervisor without a C library open, read-only, for bwrap to copy
+/// to [`SUPERVISOR_PATH`] (`crate::nolibc`): after the devices and the console.
+pub const SUPERVISOR_EXE_FD: i32 = DEVICES_FD + 7;
 /// The name, in the task's runtime dir, of the empty mode-0000 file bound over file anchors.
 pub const MASKED_FILE: &str = "masked";
 /// `--itemize observe`: the name, in the task's runtime dir, of the observer filesystem's
@@ -296,6 +300,7 @@ impl Backend for LinuxBwrap {
         let in_child_anyway = task.observe || !link_mounts.is_empty();
         let mut inner_mounts = Vec::new();
         let mut device_fds = None;
+        let mut grant_clones = Vec::new();
         let self_mounts = if facts.user_namespaces {
             // The supervisor makes them once bwrap is done: the spawn stays the plain one
             // (a bwrap started before the plan) where nothing else needs the runner's child
@@ -327,7 +332,7 @@ impl Backend for LinuxBwrap {
             inner_mounts = ops::take_inner_mounts(&mut all, &inner, &hidden);
             // The devices of `/dev`: the supervisor's, from the runner's clones, in bwrap's
             // bare tmpfs (six binds bwrap makes one by one, each reading the mount table).
-            if facts.clone_devices
+            if facts.clone_mounts
                 && let Some(dev) = all.iter_mut().find(|op| matches!(op, BwrapOp::Dev { .. }))
                 && let BwrapOp::Dev { dest } = dev.clone()
             {
@@ -340,9 +345,28 @@ impl Backend for LinuxBwrap {
                         mask: false,
                         empty_dir: false,
                         devices: true,
+                        grant_clone: false,
                     },
                 );
                 device_fds = Some(DEVICES_FD);
+            }
+            // The write grants: the runner's clones, attached first (after the devices),
+            // where nothing the runner's child mounted rides on bwrap's recursive binds.
+            if facts.clone_mounts && outer.is_empty() && link_mounts.is_empty() {
+                let dirs: Vec<AbsPathBuf> = policy
+                    .write
+                    .iter()
+                    .filter(|g| g.kind == FileKind::Dir)
+                    .map(|g| g.path.clone())
+                    .collect();
+                let clonable = ops::clonable_grants(&all, &dirs, &inner_mounts);
+                let clones = ops::take_grant_clones(&mut all, &clonable);
+                grant_clones = clones
+                    .iter()
+                    .filter_map(|m| AbsPathBuf::new_lexical(m.path.0.as_os_str()))
+                    .collect();
+                let at = usize::from(device_fds.is_some());
+                inner_mounts.splice(at..at, clones);
             }
             if !inner_mounts.is_empty() {
                 let at = all.iter().position(|op| *op == BwrapOp::CapDropAll).map_or(0, |i| i + 1);
@@ -452,6 +476,8 @@ impl Backend for LinuxBwrap {
             link_mounts,
             self_mounts,
             device_fds,
+            file_fds: Vec::new(),
+            grant_clones,
         })
     }
 }

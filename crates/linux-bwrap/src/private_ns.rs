@@ -37,6 +37,7 @@
 
 use std::ffi::CString;
 use std::io;
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 
 use paddock_policy::{AbsPathBuf, SelfMount};
@@ -200,6 +201,8 @@ enum Kind {
     EmptyDir,
     /// The sandbox's devices in bwrap's bare tmpfs (`crate::devices`).
     Devices,
+    /// A write grant: the runner's clone attached onto it (`crate::grant_clones`).
+    GrantClone,
 }
 
 /// The paths to mount onto themselves in the private namespace, in order: the protected
@@ -260,6 +263,7 @@ impl SelfMounts {
                 .map_err(|_| format!("the inner mount {:?} holds a NUL byte", m.path.0))?;
             let (kind, source) = match (m.mask, m.empty_dir, m.read_only) {
                 _ if m.devices => (Kind::Devices, None),
+                _ if m.grant_clone => (Kind::GrantClone, None),
                 (true, _, _) => (Kind::Mask, Some(inner_mask_path())),
                 (false, true, _) => (Kind::EmptyDir, None),
                 (false, false, true) => (Kind::ReadOnly, None),
@@ -273,9 +277,9 @@ impl SelfMounts {
     /// In the supervisor, inside the sandbox, before anything else: a mount namespace of its
     /// own (bwrap's `--disable-userns` leaves it in a user namespace that does not own
     /// bwrap's; in its own, the mounts it copied are locked), private, then each mount as
-    /// [`SelfMounts::mount`] makes it. The first failure is returned naming its path; the
-    /// caller then runs nothing.
-    pub fn mount_inside(&self) -> Result<(), String> {
+    /// [`SelfMounts::mount`] makes it, a write grant from the next of `clones`. The first
+    /// failure is returned naming its path; the caller then runs nothing.
+    pub fn mount_inside(&self, clones: Vec<OwnedFd>) -> Result<(), String> {
         // SAFETY: unshare has no memory arguments; the supervisor is single-threaded here.
         check(unsafe { libc::unshare(libc::CLONE_NEWNS) })
             .map_err(|e| format!("cannot make a mount namespace for the inner mounts: {e}"))?;
@@ -288,8 +292,16 @@ impl SelfMounts {
                 format!("cannot make the masked file {}: {e}", masked.to_string_lossy())
             })?;
         }
+        let mut clones = clones.into_iter();
         for (path, kind, source) in &self.mounts {
-            mount_one(path, *kind, source.as_ref()).map_err(|e| {
+            let mounted = match kind {
+                Kind::GrantClone => clones.next().map_or_else(
+                    || Err(io::Error::other("the runner sent no clone for it")),
+                    |tree| crate::grant_clones::attach(&tree, path),
+                ),
+                _ => mount_one(path, *kind, source.as_ref()),
+            };
+            mounted.map_err(|e| {
                 let source = source.as_ref().unwrap_or(path);
                 format!(
                     "cannot mount {} onto {}: {e}",
@@ -384,9 +396,12 @@ fn mount_one(path: &CString, kind: Kind, source: Option<&CString>) -> io::Result
     match mount_tree(source, path, kind) {
         Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => match kind {
             Kind::Link => Ok(()),
-            Kind::ReadOnly | Kind::Writable | Kind::Mask | Kind::EmptyDir | Kind::Devices => {
-                bind_with_mount(source, path, kind)
-            }
+            Kind::ReadOnly
+            | Kind::Writable
+            | Kind::Mask
+            | Kind::EmptyDir
+            | Kind::Devices
+            | Kind::GrantClone => bind_with_mount(source, path, kind),
         },
         other => other,
     }

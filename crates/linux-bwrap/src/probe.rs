@@ -139,7 +139,7 @@ fn read_cache() -> Option<HostFacts> {
         uid: nix_uid(),
         sandbox_exec: false,
         observe,
-        clone_devices: crate::devices::can_clone(),
+        clone_mounts: crate::devices::can_clone(),
     })
 }
 
@@ -481,7 +481,7 @@ fn collect() -> Probe {
         supervisor_exe: self_exe.as_deref().and_then(supervisor_beside),
         supervisor_nolibc_exe: self_exe.as_deref().and_then(nolibc_supervisor_beside),
         self_exe,
-        clone_devices: crate::devices::can_clone(),
+        clone_mounts: crate::devices::can_clone(),
         ..HostFacts::default()
     };
     let mut report = CheckReport::default();

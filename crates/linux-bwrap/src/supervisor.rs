@@ -230,7 +230,15 @@ fn run(args: &[OsString]) -> Result<i32, String> {
     // for them; as root without a user namespace, `CAP_SETPCAP` for this very drop), before
     // any path is checked, any thread starts or anything runs.
     if !payload.inner_mounts.is_empty() {
-        crate::private_ns::SelfMounts::inner(&payload.inner_mounts)?.mount_inside()?;
+        let mounts = crate::private_ns::SelfMounts::inner(&payload.inner_mounts)?;
+        // The write grants' clones, which the runner sends before anything else.
+        let count = payload.inner_mounts.iter().filter(|m| m.grant_clone).count();
+        let clones = match (count, payload.signal_fd) {
+            (0, _) => Vec::new(),
+            (_, Some(fd)) => crate::grant_clones::receive(fd, count)?,
+            (_, None) => return Err("write grants to attach, but no signal channel".to_owned()),
+        };
+        mounts.mount_inside(clones)?;
     }
     if !crate::launch::drop_capabilities() {
         return Err("cannot drop every capability; the task was not run".to_owned());

@@ -778,6 +778,8 @@ pub(crate) fn bare_plan(payloads: Vec<paddock_policy::Payload>) -> paddock_polic
         link_mounts: Vec::new(),
         self_mounts: Vec::new(),
         device_fds: None,
+        file_fds: Vec::new(),
+        grant_clones: Vec::new(),
     }
 }
 
@@ -785,7 +787,7 @@ pub(crate) fn bare_plan(payloads: Vec<paddock_policy::Payload>) -> paddock_polic
 fn the_supervisor_makes_dev_from_clones_only_where_the_runner_clones_and_it_mounts() {
     let p = policy();
     let mut f = facts();
-    f.clone_devices = true;
+    f.clone_mounts = true;
     let plan = LinuxBwrap.plan(&p, &task(), &f).unwrap();
     let args = args_text(&plan);
     assert!(args.contains("--tmpfs /dev\n") && !args.contains("--dev "), "{args}");
@@ -806,4 +808,37 @@ fn the_supervisor_makes_dev_from_clones_only_where_the_runner_clones_and_it_moun
     let plan = LinuxBwrap.plan(&p, &task(), &facts()).unwrap();
     assert!(args_text(&plan).contains("--dev /dev\n"));
     assert_eq!(plan.device_fds, None);
+}
+
+#[test]
+fn the_supervisor_attaches_the_project_from_the_runners_clone_where_it_makes_dev() {
+    let p = policy();
+    let mut f = facts();
+    f.clone_mounts = true;
+    let plan = LinuxBwrap.plan(&p, &task(), &f).unwrap();
+    let args = args_text(&plan);
+    // bwrap makes the directory in its tmpfs over the hidden home, and binds nothing there.
+    assert!(args.contains("--dir /home/u/proj\n"), "{args}");
+    assert!(!args.contains("--bind /home/u/proj"), "{args}");
+    assert_eq!(plan.grant_clones, [abs("/home/u/proj")]);
+    let payload = plan.payloads.iter().find(|p| p.name == "supervisor").unwrap();
+    let payload = crate::payload::SupervisorPayload::from_bytes(&payload.bytes, 4).unwrap();
+    // Attached right after the devices, before the protected paths inside it.
+    let second = &payload.inner_mounts[1];
+    assert!(second.grant_clone && second.path.0 == "/home/u/proj", "{:?}", payload.inner_mounts);
+    assert_eq!(payload.inner_mounts.iter().filter(|m| m.grant_clone).count(), 1);
+    assert!(
+        payload.inner_mounts[2..].iter().all(|m| m
+            .path
+            .0
+            .as_encoded_bytes()
+            .starts_with(b"/home/u/proj/"))
+    );
+    // And checked once attached, as bwrap's bind was (SYM-03).
+    let ids = plan.payloads.iter().find(|p| p.name == crate::mount_ids::PAYLOAD_NAME).unwrap();
+    assert!(ids.bytes.windows(13).any(|w| w == b"/home/u/proj\0"));
+    // Where the runner cannot clone, bwrap binds it.
+    let plan = LinuxBwrap.plan(&p, &task(), &facts()).unwrap();
+    assert!(args_text(&plan).contains("--bind /home/u/proj /home/u/proj\n"));
+    assert!(plan.grant_clones.is_empty());
 }

@@ -133,6 +133,8 @@ impl Backend for MacosSeatbelt {
             link_mounts: Vec::new(),
             self_mounts: Vec::new(),
             device_fds: None,
+            file_fds: Vec::new(),
+            grant_clones: Vec::new(),
         })
     }
 }

@@ -102,8 +102,8 @@ pub use path::{
     AbsPathBuf, DisplayBytes, hex, os_from_bytes, serialize_os_str, serialize_os_strings,
 };
 pub use plan::{
-    BridgeSpec, HostFacts, ObservedAnchor, ObservedNode, ObserverPlan, Payload, Placeholder,
-    SelfMount, SpawnPlan, Task,
+    BridgeSpec, FileFd, HostFacts, ObservedAnchor, ObservedNode, ObserverPlan, Payload,
+    Placeholder, SelfMount, SpawnPlan, Task,
 };
 pub use protected::{PROTECTED_NAMES, ProtectedName, Scope};
 pub use report::{CREATED, IgnoreGlobs, ReportFilter, cwd_hint, summarize};

@@ -65,6 +65,27 @@ pub struct SpawnPlan {
     /// (Linux: `paddock_linux_bwrap::devices`); `None` when the sandbox tool makes `/dev`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device_fds: Option<i32>,
+    /// Host files the runner opens read-only on these descriptors in the child, for the
+    /// sandbox tool to copy in rather than bind (Linux: the supervisor without a C library,
+    /// copied into the sandbox's private `/dev`; a bind reads the whole mount table).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub file_fds: Vec<FileFd>,
+    /// The write grants the runner clones, each with everything mounted below it, and
+    /// hands the sandbox's supervisor (Linux: on the signal channel, in this order) to attach
+    /// in place of the sandbox tool's binds (Linux: `paddock_linux_bwrap::devices`; each
+    /// bind reads the whole mount table).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub grant_clones: Vec<AbsPathBuf>,
+}
+
+/// A host file the child gets open, read-only, on a descriptor ([`SpawnPlan::file_fds`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct FileFd {
+    /// The descriptor number in the child.
+    pub fd: i32,
+    /// The host file.
+    pub path: AbsPathBuf,
 }
 
 /// A path mounted onto itself before the sandbox starts ([`SpawnPlan::self_mounts`]).
@@ -96,6 +117,7 @@ impl SpawnPlan {
             .iter()
             .map(|p| p.fd)
             .chain(self.signal_fd)
+            .chain(self.file_fds.iter().map(|f| f.fd))
             .chain(self.observer.as_ref().map(|o| o.record_fd))
             .chain(bridges)
             .max()
@@ -254,9 +276,10 @@ pub struct HostFacts {
     /// seccomp user notifications) work here. The probe says why not.
     pub observe: bool,
     /// Whether the runner may clone mounts of its own namespace (`open_tree`: Linux 5.2 and
-    /// `CAP_SYS_ADMIN` there), so that the sandbox's devices are clones it hands the
-    /// supervisor rather than binds the sandbox tool makes one by one.
-    pub clone_devices: bool,
+    /// `CAP_SYS_ADMIN` there), so that the sandbox's devices, and write grants
+    /// ([`SpawnPlan::grant_clones`]), are clones it hands the supervisor rather than binds the
+    /// sandbox tool makes one by one.
+    pub clone_mounts: bool,
 }
 
 fn serialize_env_pairs<S: serde::Serializer>(

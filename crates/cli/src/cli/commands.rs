@@ -418,12 +418,22 @@ fn early_host_network(argv: &[std::ffi::OsString]) -> bool {
 #[cfg(target_os = "linux")]
 fn start(kind: PrespawnKind, bwrap: &AbsPathBuf, private_network: bool) -> Option<Prespawned> {
     let inherit = paddock_linux_bwrap::runtime::exec::Output::INHERIT;
-    let notifier =
-        kind.observed().then(paddock_linux_bwrap::probe::notifier_beside_this_process).flatten();
+    let exe = std::env::current_exe().ok()?;
+    let nolibc = paddock_linux_bwrap::probe::nolibc_supervisor_beside(&exe);
+    let notifier = kind
+        .observed()
+        .then(|| nolibc.as_ref().and_then(|_| paddock_linux_bwrap::probe::supervisor_beside(&exe)))
+        .flatten();
     let observed = kind.observed();
-    let mut pre =
-        Prespawned::start_for(bwrap, observed, inherit, notifier.as_deref(), private_network)
-            .ok()?;
+    let mut pre = Prespawned::start_for(
+        bwrap,
+        observed,
+        inherit,
+        notifier.as_deref(),
+        nolibc.as_deref(),
+        private_network,
+    )
+    .ok()?;
     // This process is all the runner's. Only an observed run's: its observer threads and
     // the child mounting in bwrap's namespace would take turns with bwrap's start-up, while
     // an untraced run's runner alone was slower pinned (ARCHITECTURE.md, "The `paddock`

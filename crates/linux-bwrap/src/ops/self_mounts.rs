@@ -347,6 +347,7 @@ pub fn take_inner_mounts(
                     mask: src != dest,
                     empty_dir: false,
                     devices: false,
+                    grant_clone: false,
                 });
                 false
             }
@@ -357,6 +358,7 @@ pub fn take_inner_mounts(
                     mask: false,
                     empty_dir: true,
                     devices: false,
+                    grant_clone: false,
                 });
                 false
             }

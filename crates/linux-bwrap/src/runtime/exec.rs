@@ -211,8 +211,9 @@ fn bwrap_fields(plan: &SpawnPlan) -> impl Iterator<Item = &Path> {
 
 /// The placeholders that may be made once bwrap has its arguments, while it works: those
 /// only the supervisor mounts (at no path [`used_before_the_supervisor`]) whose directory
-/// is the root of a write grant bwrap binds (`--bind SRC DEST`: the user's own directory,
-/// which no run removes). One in any other directory is made before the stamps: that
+/// is the root of a write grant bwrap binds (`--bind SRC DEST`) or the supervisor attaches
+/// from the runner's clone ([`SpawnPlan::grant_clones`]): the user's own directory, which no
+/// run removes. One in any other directory is made before the stamps: that
 /// directory may be another run's placeholder (`.git` made by a run, `.git/hooks` this
 /// run's), kept from removal under this run's stamp of it only by this run's placeholder
 /// inside; made later, the other run's release could take the directory away first (the
@@ -220,7 +221,10 @@ fn bwrap_fields(plan: &SpawnPlan) -> impl Iterator<Item = &Path> {
 /// another placeholder below it: that one is made first, and needs its directory.
 fn made_after_the_setup(plan: &SpawnPlan) -> impl Fn(&Placeholder) -> bool + '_ {
     let used = used_before_the_supervisor(plan);
-    let mut grant_roots = HashSet::new();
+    // A grant the supervisor attaches from the runner's clone is one too (bwrap makes its
+    // directory alone).
+    let mut grant_roots: HashSet<&Path> =
+        plan.grant_clones.iter().map(AbsPathBuf::as_path).collect();
     let mut fields = bwrap_fields(plan);
     while let Some(field) = fields.next() {
         if field == Path::new("--bind") {
@@ -296,16 +300,21 @@ pub fn spawn_with(
     if let Some(pre) = prespawned {
         // What it was handed (the record pipe's write end) it has at its place already.
         drop(extra);
+        // The write grants' clones too, while bwrap works (it never reads them).
+        let mut clones = Vec::new();
         let mut make_later = || -> Result<()> {
             if !later.is_empty() {
                 placeholders.make(&later)?;
                 placeholders.finish()?;
             }
+            clones = crate::grant_clones::clone_all(plan)?;
             Ok(())
         };
         let (child, signal_tx) = pre.complete(plan, observer, &self_mounts, &mut make_later)?;
+        crate::grant_clones::hand_over(&child, signal_tx.as_ref(), &clones)?;
         return Ok(Spawned { child, signal_tx, placeholders });
     }
+    let clones = crate::grant_clones::clone_all(plan)?;
 
     // The descriptors the child gets, as (source, target) pairs.
     let mut keep: Vec<OwnedFd> = Vec::new();
@@ -339,6 +348,12 @@ pub fn spawn_with(
             keep.push(fd);
         }
     }
+    for file in &plan.file_fds {
+        let fd = open_read_only(file.path.as_path())
+            .with_context(|| format!("cannot open {} for the sandbox", file.path))?;
+        pairs.push((fd.as_raw_fd(), file.fd));
+        keep.push(fd);
+    }
     let mut signal_tx = None;
     if let Some(target) = plan.signal_fd {
         // A stream socket pair rather than a pipe: the supervisor reads polite signals from
@@ -363,6 +378,7 @@ pub fn spawn_with(
             crate::Error::Spawn { program: plan.program.as_path().to_path_buf(), source }
         })?;
         drop(keep);
+        crate::grant_clones::hand_over(&child, signal_tx.as_ref(), &clones)?;
         return Ok(Spawned { child, signal_tx, placeholders });
     }
 
@@ -428,6 +444,7 @@ pub fn spawn_with(
         program: plan.program.as_path().to_path_buf(),
         source,
     })?;
+    crate::grant_clones::hand_over(&child, signal_tx.as_ref(), &clones)?;
     Ok(Spawned { child, signal_tx, placeholders })
 }
 
@@ -764,63 +781,11 @@ pub(crate) fn memfd_with(name: &str, bytes: &[u8]) -> Result<OwnedFd> {
     Ok(OwnedFd::from(file))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use paddock_policy::{Backend, DenyAnchor, FileKind, Origin, ProtectedPath, ProtectedState};
-
-    #[test]
-    fn only_a_placeholder_the_supervisor_alone_mounts_at_a_grant_root_is_made_after_the_setup() {
-        let mut policy = crate::tests::policy();
-        // A hidden file outside the write grant.
-        policy.read_deny.push(DenyAnchor {
-            path: AbsPathBuf::new_lexical("/etc/secret").unwrap(),
-            kind: Some(FileKind::File),
-            exceptions: Vec::new(),
-            origin: Origin::default_key("deny.read[1]"),
-        });
-        // A missing protected name inside a directory that exists (maybe another run's
-        // placeholder): its placeholder there is what keeps that directory.
-        policy.protected.push(ProtectedPath {
-            path: AbsPathBuf::new_lexical("/home/u/proj/.git/info/attributes").unwrap(),
-            rule: ".git/info/attributes".into(),
-            state: ProtectedState::Missing {
-                first_missing: AbsPathBuf::new_lexical("/home/u/proj/.git/info").unwrap(),
-            },
-        });
-        let task = crate::tests::task();
-        let plan = crate::LinuxBwrap.plan(&policy, &task, &crate::tests::facts()).unwrap();
-        let later = made_after_the_setup(&plan);
-        let made_later = |path: &str| {
-            later(
-                plan.placeholders.iter().find(|p| p.path.as_path() == Path::new(path)).expect(path),
-            )
-        };
-        // The supervisor masks /etc/secret with an empty file of its own: the runtime dir's
-        // masked file is not made at all.
-        let masked = task.runtime_dir.join(crate::MASKED_FILE);
-        assert!(plan.placeholders.iter().all(|p| p.path != masked));
-        // The missing protected names at the project's root are the supervisor's inner
-        // mounts, in the write grant bwrap binds.
-        assert!(made_later("/home/u/proj/.bashrc"));
-        assert!(made_later("/home/u/proj/.vscode"));
-        assert!(!made_later("/home/u/proj/.git/info"));
-        assert!(
-            !used_before_the_supervisor(&plan).contains(Path::new("/home/u/proj/.git/info")),
-            "the supervisor alone mounts it, yet it is made first"
-        );
-        // With a placeholder below it (made first), one is made first too.
-        let mut nested = plan.clone();
-        nested.placeholders.push(Placeholder {
-            path: AbsPathBuf::new_lexical("/home/u/proj/.vscode/tasks.json").unwrap(),
-            dir: false,
-        });
-        let later = made_after_the_setup(&nested);
-        let vscode =
-            nested.placeholders.iter().find(|p| p.path.as_path().ends_with(".vscode")).unwrap();
-        assert!(!later(vscode), "made after the placeholder inside it");
-        let bashrc =
-            nested.placeholders.iter().find(|p| p.path.as_path().ends_with(".bashrc")).unwrap();
-        assert!(later(bashrc));
-    }
+/// `path` opened read-only for a child to have ([`SpawnPlan::file_fds`]), closed on exec in
+/// this process.
+pub(crate) fn open_read_only(path: &Path) -> std::io::Result<OwnedFd> {
+    Ok(OwnedFd::from(std::fs::File::open(path)?))
 }
+
+#[cfg(test)]
+mod tests;

@@ -6,7 +6,10 @@
 //! planning and placing the placeholders. Every plan has the same bwrap command line
 //! ([`crate::bwrap_argv`]) and payload descriptors, so bwrap can start first
 //! and wait, blocked on an empty pipe at [`ARGS_FD`], with another pipe at [`SUPERVISOR_FD`],
-//! empty memfds at the other payload descriptors and the signal channel at [`SIGNAL_FD`].
+//! empty memfds at the other payload descriptors, the signal channel at [`SIGNAL_FD`] and
+//! `paddock-supervisor-nolibc` open at [`crate::SUPERVISOR_EXE_FD`] (for bwrap to copy in).
+//! A write grant's clone needs no descriptor of its own: it goes on the signal channel
+//! (`crate::grant_clones`).
 //! Once planned, the arguments are written into their pipe, which is closed: bwrap goes on.
 //! Only then, while bwrap sets the sandbox up, the runner makes what the supervisor alone
 //! needs (the placeholders it mounts inside at a write grant's root: `after_args` of
@@ -63,7 +66,7 @@ use crate::runtime::{Result, bail};
 use crate::{
     ARGS_FD, NOTIFIER_EXE_FD, NOTIFY_BPF_FD, RECORD_FD, SECCOMP_FD, SIGNAL_FD, SUPERVISOR_FD,
 };
-use paddock_policy::{AbsPathBuf, SpawnPlan};
+use paddock_policy::{AbsPathBuf, FileFd, SpawnPlan};
 
 use crate::runtime::exec::{Output, SpawnedChild};
 
@@ -155,6 +158,9 @@ pub struct Prespawned {
     private_network: bool,
     /// Whether bwrap has the clones of the host's devices at [`crate::DEVICES_FD`] and after.
     devices: bool,
+    /// The host files bwrap has open for a plan's [`SpawnPlan::file_fds`]: the supervisor
+    /// without a C library at [`crate::SUPERVISOR_EXE_FD`], when it was given.
+    files: Vec<FileFd>,
 }
 
 impl std::fmt::Debug for Prespawned {
@@ -170,7 +176,7 @@ impl Prespawned {
     /// Starts `bwrap` with every plan's command line and descriptors, waiting for its
     /// arguments.
     pub fn start(bwrap: &AbsPathBuf) -> Result<Prespawned> {
-        Prespawned::start_for(bwrap, false, Output::INHERIT, None, false)
+        Prespawned::start_for(bwrap, false, Output::INHERIT, None, None, false)
     }
 
     /// [`Prespawned::start`] for a run itemized by the observers: bwrap waits in a private
@@ -180,7 +186,7 @@ impl Prespawned {
     /// and mounts the observer and the plan's self mounts there, as the child of an
     /// unprepared spawn does before it executes bwrap; then bwrap gets its setup.
     pub fn start_observed(bwrap: &AbsPathBuf) -> Result<Prespawned> {
-        Prespawned::start_for(bwrap, true, Output::INHERIT, None, false)
+        Prespawned::start_for(bwrap, true, Output::INHERIT, None, None, false)
     }
 
     /// [`Prespawned::start`] (or [`Prespawned::start_observed`] when `observed`) for a run
@@ -189,6 +195,8 @@ impl Prespawned {
     /// `notifier`, for an observed run: `paddock-supervisor`, when
     /// `paddock-supervisor-nolibc` may start the run ([`crate::probe::notifier_beside`]):
     /// bwrap gets its copy nobody may read ([`crate::nolibc::with_notifier`]).
+    /// `nolibc`: `paddock-supervisor-nolibc`, which a plan it may start has bwrap copy into
+    /// the sandbox (`crate::nolibc`): bwrap gets it open at [`crate::SUPERVISOR_EXE_FD`].
     /// `private_network`: the run is expected to have a network namespace of its own (its
     /// network is not the host's): the child makes it before it executes bwrap, when it may
     /// (as root, or in the user namespace of an observed run's), so that bwrap's setup,
@@ -198,6 +206,7 @@ impl Prespawned {
         observed: bool,
         output: Output,
         notifier: Option<&Path>,
+        nolibc: Option<&Path>,
         private_network: bool,
     ) -> Result<Prespawned> {
         let namespace = observed.then(crate::private_ns::PrivateNamespace::for_this_process);
@@ -230,6 +239,14 @@ impl Prespawned {
         });
         if let Some((_, fd)) = &notifier {
             pairs.push((fd.as_raw_fd(), NOTIFIER_EXE_FD));
+        }
+        let mut files = Vec::new();
+        if let Some(path) = nolibc.and_then(AbsPathBuf::new_lexical) {
+            let fd = crate::runtime::exec::open_read_only(path.as_path())
+                .with_context(|| format!("cannot open {path} for the sandbox"))?;
+            pairs.push((fd.as_raw_fd(), crate::SUPERVISOR_EXE_FD));
+            keep.push(fd);
+            files.push(FileFd { fd: crate::SUPERVISOR_EXE_FD, path });
         }
         let notify_bpf = (crate::nolibc::NOTIFY_BPF_PAYLOAD, NOTIFY_BPF_FD);
         // The supervisor reads its payload to the end of a pipe: written and closed last,
@@ -294,6 +311,7 @@ impl Prespawned {
             runner_pinned: false,
             private_network,
             devices: has_devices,
+            files,
         })
     }
 
@@ -337,10 +355,6 @@ impl Prespawned {
         self.namespace.is_some()
     }
 
-    /// Whether `plan` can be handed to this bwrap: the same program and command line, no
-    /// environment, `/` as cwd, payloads only at the descriptors it has, the signal channel
-    /// at its place, output inherited, and nothing else for the child (`simple`: no extra
-    /// or inherited descriptors, no observer).
     /// The bwrap it runs.
     pub fn program(&self) -> &AbsPathBuf {
         &self.program
@@ -358,6 +372,11 @@ impl Prespawned {
         self.child.is_some()
     }
 
+    /// Whether `plan` can be handed to this bwrap: the same program and command line, no
+    /// environment, `/` as cwd, payloads only at the descriptors it has, the signal channel
+    /// at its place, output inherited, the devices and files the plan wants where it has
+    /// them (others it has are closed by the supervisor), and nothing else for the child
+    /// (`simple`: no extra or inherited descriptors, no observer).
     fn fits_plan(&self, plan: &SpawnPlan, output: Output, simple: bool) -> bool {
         let descriptors = plan.payloads.iter().all(|p| match p.fd {
             ARGS_FD => true,
@@ -377,6 +396,7 @@ impl Prespawned {
             && plan.signal_fd == Some(SIGNAL_FD)
             && plan.observer.is_some() == self.is_observed()
             && plan.device_fds.is_none_or(|fd| fd == crate::DEVICES_FD && self.devices)
+            && plan.file_fds.iter().all(|file| self.files.contains(file))
             && descriptors
     }
 
@@ -631,8 +651,8 @@ struct ChildSetup {
     private_network: bool,
     /// Whether the child clones the host's devices for the supervisor, once its
     /// descriptors are placed ([`crate::devices::place_clones_with`]).
-    clone_devices: bool,
-    /// With `clone_devices`: the terminal the child's stdout is, cloned too (best effort:
+    clone_mounts: bool,
+    /// With `clone_mounts`: the terminal the child's stdout is, cloned too (best effort:
     /// without it the sandbox has no `/dev/console`).
     terminal: Option<std::ffi::CString>,
     /// The errno of the child's `execve`, once it failed.
@@ -731,13 +751,13 @@ impl ChildSetup {
                     && sys(libc::SYS_dup3, [fd as usize, dst as usize, 0, 0, 0, 0]) == dst as isize;
             }
             if ok
-                && self.clone_devices
+                && self.clone_mounts
                 && let Err(errno) = crate::devices::place_clones_with(sys)
             {
                 self.failed.store(errno, Ordering::Release);
                 sys(libc::SYS_exit_group, [127, 0, 0, 0, 0, 0]);
             }
-            if let (true, Some(terminal)) = (ok && self.clone_devices, &self.terminal) {
+            if let (true, Some(terminal)) = (ok && self.clone_mounts, &self.terminal) {
                 let _ = crate::devices::place_terminal_with(sys, terminal);
             }
             let mut errno = libc::EBADF;
@@ -821,7 +841,7 @@ fn spawn_elsewhere(
     max_target: RawFd,
     namespace: Option<crate::private_ns::PrivateNamespace>,
     private_network: bool,
-    clone_devices: bool,
+    clone_mounts: bool,
     terminal: Option<std::ffi::CString>,
 ) -> Result<(Starting, Option<libc::cpu_set_t>)> {
     use std::ffi::CString;
@@ -864,7 +884,7 @@ fn spawn_elsewhere(
         others,
         namespace,
         private_network,
-        clone_devices,
+        clone_mounts,
         terminal,
         failed: std::sync::atomic::AtomicI32::new(0),
     });

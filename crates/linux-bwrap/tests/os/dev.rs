@@ -12,7 +12,7 @@ pub fn dev_holds_the_devices_links_and_ptys_of_bwraps_dev() {
     let plan = s.plan(&p, runtime.path().as_path(), &["devices"]);
     let by_supervisor = plan.device_fds.is_some();
     println!("/dev made by {}", if by_supervisor { "the supervisor" } else { "bwrap" });
-    assert_eq!(by_supervisor, facts().clone_devices, "the plan follows the host's facts");
+    assert_eq!(by_supervisor, facts().clone_mounts, "the plan follows the host's facts");
     let out = s.run(&p, &["ls", "/dev"]);
     assert_eq!(
         value(&out, "ls"),

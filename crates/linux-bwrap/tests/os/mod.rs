@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed step is a failed test
 
 mod dev;
+mod grant_clones;
 mod notify;
 mod observe;
 mod probe;
@@ -159,6 +160,14 @@ const TESTS: &[(&str, Test)] = &[
     (
         "dev_holds_the_devices_links_and_ptys_of_bwraps_dev",
         dev::dev_holds_the_devices_links_and_ptys_of_bwraps_dev,
+    ),
+    (
+        "the_project_from_the_runners_clone_is_writable_and_keeps_its_read_only_mounts",
+        grant_clones::the_project_from_the_runners_clone_is_writable_and_keeps_its_read_only_mounts,
+    ),
+    (
+        "a_clone_of_another_directory_is_refused_before_the_task_runs",
+        grant_clones::a_clone_of_another_directory_is_refused_before_the_task_runs,
     ),
     (
         "write_grant_is_writable_and_the_rest_is_read_only",
@@ -778,6 +787,7 @@ fn an_inner_mount_that_cannot_be_made_fails_closed() {
         mask: false,
         empty_dir: false,
         devices: false,
+        grant_clone: false,
     });
     sup.bytes = payload.to_bytes();
     let plan = supervised(plan);

@@ -104,6 +104,21 @@ pub fn main(args: &[OsString]) -> i32 {
             }
             0
         }
+        "mount" => {
+            // The options of the topmost mount at the path (`/proc/self/mountinfo`'s sixth
+            // field).
+            let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+            let at = arg.to_string_lossy();
+            let found = info.lines().rev().find_map(|line| {
+                let fields: Vec<&str> = line.split(' ').collect();
+                (fields.get(4) == Some(&at.as_ref())).then(|| fields.get(5).map(|o| o.to_string()))
+            });
+            match found.flatten() {
+                Some(options) => println!("mount=ok:{options}"),
+                None => println!("mount=none"),
+            }
+            0
+        }
         "mkdir" => {
             match std::fs::create_dir(&arg) {
                 Ok(()) => println!("mkdir=ok"),

@@ -10,7 +10,8 @@
 //! last, so that the task reaches it only through those read-only mounts (the same empty
 //! mode-0000 file every hidden path shows). A kernel without the new mount API (before 5.12)
 //! binds with `mount(2)` and remounts keeping the flags `statfs` reports (in a user
-//! namespace, inherited flags are locked).
+//! namespace, inherited flags are locked). A write grant (`c`) is the runner's clone of it,
+//! received on the signal channel (`paddock_linux_bwrap::grant_clones`), attached onto it.
 
 use core::ffi::CStr;
 
@@ -43,6 +44,7 @@ const KEPT_FLAGS: [(u64, libc::c_ulong); 8] = [
 /// the `unshare` before it.
 pub fn mount_all(
     mounts: &[*const u8],
+    signal_fd: Option<libc::c_int>,
 ) -> Result<Option<libc::c_int>, (Option<&CStr>, &'static str, Errno)> {
     let left = sys::open_read(c"/proc/self/ns/mnt".as_ptr().cast()).ok();
     if let Err(e) = sys::unshare(libc::CLONE_NEWNS) {
@@ -73,6 +75,7 @@ pub fn mount_all(
         let source = if mask { INNER_MASK_PATH } else { path };
         match kind {
             b'v' => crate::devices::make_in(path),
+            b'c' => attach_grant_clone(signal_fd, path),
             b'e' => match mount_empty_dir(path) {
                 Err((_, Errno(libc::ENOSYS))) => empty_dir_with_mount(path),
                 other => other,
@@ -88,6 +91,26 @@ pub fn mount_all(
         sys::unlink(masked).map_err(|e| (Some(INNER_MASK_PATH), "remove the masked file", e))?;
     }
     Ok(left)
+}
+
+/// A write grant (`c`): the next clone the runner sends on the signal channel (the first
+/// thing it sends there), attached onto the directory at `path`, opened without following a
+/// link at its end. The mount identities check it after (SYM-03).
+fn attach_grant_clone(
+    signal_fd: Option<libc::c_int>,
+    path: &CStr,
+) -> Result<(), (&'static str, Errno)> {
+    let fd = signal_fd.ok_or(("receive the write grant's clone", Errno(libc::EBADF)))?;
+    let tree = sys::recv_fd(fd)
+        .map_err(|e| ("receive the write grant's clone", e))?
+        .ok_or(("receive the write grant's clone (the runner sent none)", Errno(libc::ENODATA)))?;
+    let attached = sys::open_path(path.as_ptr().cast()).map_err(|e| ("open", e)).and_then(|at| {
+        let moved = sys::move_mount(tree, at).map_err(|e| ("move_mount", e));
+        sys::close(at);
+        moved
+    });
+    sys::close(tree);
+    attached
 }
 
 /// Read-only but for a pinned directory (`w`); everything below it but for a mask (`m`).

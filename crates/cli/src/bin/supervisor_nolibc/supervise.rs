@@ -118,7 +118,7 @@ fn run(argv: &[&CStr]) -> Result<c_int, Failure> {
     // any path is checked or anything runs.
     let mut namespace_left = None;
     if !payload.inner_mounts.first().is_none_or(|m| m.is_null()) {
-        match inner::mount_all(payload.inner_mounts) {
+        match inner::mount_all(payload.inner_mounts, payload.signal_fd) {
             Ok(left) => namespace_left = left,
             Err((path, what, Errno(e))) => {
                 let mut msg = Message::new();

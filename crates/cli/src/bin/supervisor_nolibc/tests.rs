@@ -63,10 +63,13 @@ fn the_inner_mounts_are_read_in_order_and_a_malformed_one_is_refused() {
         mask,
         empty_dir,
         devices: false,
+        grant_clone: false,
     };
     let devices = InnerMount { devices: true, ..mount("/dev", false, false, false) };
+    let grant = InnerMount { grant_clone: true, ..mount("/work/p", false, false, false) };
     let inner = vec![
         devices,
+        grant,
         mount("/work/p/.git", false, false, false),
         mount("/work/p/.bashrc", true, false, false),
         mount("/work/p/key.pem", true, true, false),
@@ -77,7 +80,14 @@ fn the_inner_mounts_are_read_in_order_and_a_malformed_one_is_refused() {
     let p = parse(&bytes).unwrap();
     assert_eq!(
         strings(p.inner_mounts),
-        ["v/dev", "w/work/p/.git", "r/work/p/.bashrc", "m/work/p/key.pem", "e/home/u/.ssh"]
+        [
+            "v/dev",
+            "c/work/p",
+            "w/work/p/.git",
+            "r/work/p/.bashrc",
+            "m/work/p/key.pem",
+            "e/home/u/.ssh"
+        ]
     );
     assert_eq!(p.program.to_bytes(), b"sh");
     assert_eq!(

@@ -153,8 +153,18 @@ fn an_observed_prespawn_holds_the_notifiers_copy_and_takes_a_plan_without_libc()
     std::fs::create_dir_all(&dir).unwrap();
     let source = dir.join("paddock-test-notifier");
     std::fs::write(&source, format!("{}", std::process::id())).unwrap();
-    let mut pre =
-        Prespawned::start_for(&bwrap, true, Output::INHERIT, Some(&source), false).unwrap();
+    // And for `paddock-supervisor-nolibc`, which bwrap copies into the sandbox.
+    let nolibc_file = dir.join("paddock-supervisor-nolibc");
+    std::fs::write(&nolibc_file, b"").unwrap();
+    let mut pre = Prespawned::start_for(
+        &bwrap,
+        true,
+        Output::INHERIT,
+        Some(&source),
+        Some(&nolibc_file),
+        false,
+    )
+    .unwrap();
     let copy = {
         let (_, fd) = pre.notifier.as_ref().expect("the copy was made and opened");
         std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap()
@@ -174,6 +184,8 @@ fn an_observed_prespawn_holds_the_notifiers_copy_and_takes_a_plan_without_libc()
     assert_eq!(its, copy);
     let bpf = std::fs::read_link(format!("/proc/{pid}/fd/{NOTIFY_BPF_FD}")).unwrap();
     assert!(bpf.to_string_lossy().contains("notify-bpf"), "{}", bpf.display());
+    let exe = std::fs::read_link(format!("/proc/{pid}/fd/{}", crate::SUPERVISOR_EXE_FD)).unwrap();
+    assert_eq!(exe, nolibc_file);
     // An observed plan started without libc fits it, handing the record pipe and the copy.
     let task = paddock_policy::Task { observe: true, ..crate::tests::task() };
     let plan = paddock_policy::Backend::plan(
@@ -183,13 +195,17 @@ fn an_observed_prespawn_holds_the_notifiers_copy_and_takes_a_plan_without_libc()
         &crate::tests::facts(),
     )
     .unwrap();
-    let nolibc = AbsPathBuf::new_lexical("/opt/paddock/paddock-supervisor-nolibc").unwrap();
+    // Not with another supervisor than the one it has open.
+    let elsewhere = AbsPathBuf::new_lexical("/opt/paddock/paddock-supervisor-nolibc").unwrap();
+    let other = crate::nolibc::with_notifier(&plan, &elsewhere).unwrap();
+    let nolibc = AbsPathBuf::new_lexical(&nolibc_file).unwrap();
     let light = crate::nolibc::with_notifier(&plan, &nolibc).unwrap();
     let slot = PrespawnSlot::new(Some(pre));
     assert!(slot.notifier_for(&dir.join("another")).is_none());
     let given = slot.notifier_for(&source).expect("the waiting bwrap's copy");
     let given = std::fs::read_link(format!("/proc/self/fd/{}", given.as_raw_fd())).unwrap();
     assert_eq!(given, copy);
+    assert!(slot.take_record_for(&other, Output::INHERIT).is_none());
     assert!(slot.take_record_for(&light, Output::INHERIT).is_some());
     let pre = slot.take().unwrap();
     let shape = |extra: Vec<i32>| SpawnShape {
@@ -262,7 +278,7 @@ fn a_bwrap_waiting_in_a_network_of_its_own_has_loopback_up_and_fits_only_plans_o
         paddock_test_support::skip("not root: a plain bwrap waits on the runner's network", None);
         return;
     }
-    let mut pre = Prespawned::start_for(&bwrap, false, Output::INHERIT, None, true).unwrap();
+    let mut pre = Prespawned::start_for(&bwrap, false, Output::INHERIT, None, None, true).unwrap();
     assert!(pre.started());
     assert!(pre.private_network);
     let pid = pre.child.as_ref().unwrap().pid;
