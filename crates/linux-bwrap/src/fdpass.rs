@@ -44,9 +44,15 @@ fn message(iov: &mut libc::iovec, control: &mut Control, control_len: usize) -> 
     msg
 }
 
-/// Sends `fd` over `sock` with one data byte. Returns the errno on failure. No allocation.
+/// Sends `fd` over `sock` with one data byte ([`FD_BYTE`]). Returns the errno on failure. No
+/// allocation.
 pub fn send_fd(sock: i32, fd: i32) -> Result<(), i32> {
-    let mut byte = [FD_BYTE];
+    send_fd_with(sock, fd, FD_BYTE)
+}
+
+/// [`send_fd`] with the data byte `data`.
+pub fn send_fd_with(sock: i32, fd: i32, data: u8) -> Result<(), i32> {
+    let mut byte = [data];
     let mut control = Control([0; 64]);
     let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
     // SAFETY: CMSG_SPACE(4) is well under the 64 bytes of `control`.
@@ -77,6 +83,11 @@ pub fn send_fd(sock: i32, fd: i32) -> Result<(), i32> {
 /// Receives a descriptor sent by [`send_fd`]. `Ok(None)`: the peer closed without sending
 /// (the child died before installing its filter).
 pub fn recv_fd(sock: i32) -> std::io::Result<Option<OwnedFd>> {
+    Ok(recv_fd_with(sock)?.map(|(_, fd)| fd))
+}
+
+/// [`recv_fd`], with the message's data byte.
+pub fn recv_fd_with(sock: i32) -> std::io::Result<Option<(u8, OwnedFd)>> {
     let mut byte = [0u8];
     let mut control = Control([0; 64]);
     let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
@@ -110,7 +121,7 @@ pub fn recv_fd(sock: i32) -> std::io::Result<Option<OwnedFd>> {
         if fd < 0 {
             return Err(std::io::Error::other("an invalid descriptor in the message"));
         }
-        Ok(Some(OwnedFd::from_raw_fd(fd)))
+        Ok(Some((byte[0], OwnedFd::from_raw_fd(fd))))
     }
 }
 

@@ -34,7 +34,8 @@
 //! one byte: `r` read-only, `w` as it is, `m` masked with the empty file the supervisor
 //! makes at [`crate::INNER_MASK_PATH`], `e` an empty read-only tmpfs over it, `v` the
 //! sandbox's devices in the tmpfs there (`crate::devices`), `c` the runner's clone of the write
-//! grant there, the next one received on the signal channel. Numbers are decimal. Nothing
+//! grant there, the next one received on the signal channel; `R` and `W` are `r` and `w` below
+//! such a grant, made only when its clone came without them. Numbers are decimal. Nothing
 //! follows the last variable. The supervisor reads it without copying: the fields are the
 //! strings `execve` takes.
 
@@ -122,6 +123,8 @@ pub fn encode(p: &SupervisorPayload, observed: bool) -> Option<Vec<u8>> {
             _ if m.grant_clone => b"c",
             (true, _, _) => b"m",
             (false, true, _) => b"e",
+            (false, false, true) if m.in_grant_clone => b"R",
+            (false, false, false) if m.in_grant_clone => b"W",
             (false, false, true) => b"r",
             (false, false, false) => b"w",
         };
@@ -286,6 +289,7 @@ mod tests {
                 empty_dir: false,
                 devices: false,
                 grant_clone: false,
+                in_grant_clone: false,
             },
             crate::payload::InnerMount {
                 path: Bytes("/work/p/.bashrc".into()),
@@ -294,6 +298,7 @@ mod tests {
                 empty_dir: false,
                 devices: false,
                 grant_clone: false,
+                in_grant_clone: false,
             },
             crate::payload::InnerMount {
                 path: Bytes("/home/u/.ssh".into()),
@@ -302,6 +307,7 @@ mod tests {
                 empty_dir: true,
                 devices: false,
                 grant_clone: false,
+                in_grant_clone: false,
             },
         ];
         let with_inner =

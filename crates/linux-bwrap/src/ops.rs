@@ -55,7 +55,7 @@ use paddock_policy::{
 mod grant_clones;
 mod self_mounts;
 
-pub use grant_clones::{clonable_grants, take_grant_clones};
+pub use grant_clones::{clonable_grants, grant_clones_of, mark_in_grant_clones, take_grant_clones};
 pub use self_mounts::{
     inner_hidden_dirs, inner_masks, inner_mountable, self_mountable, take_inner_mounts,
     take_self_mounts, verified_binds,

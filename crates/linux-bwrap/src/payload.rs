@@ -170,6 +170,11 @@ pub struct InnerMount {
     /// bwrap's bind (see [`crate::devices`]); the mount identities check it after.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub grant_clone: bool,
+    /// A path onto itself below a grant the runner clones, which the runner makes in its
+    /// clone where it can (`paddock_policy::GrantClone::within`): made only when the clone
+    /// came without it (`crate::grant_clones::MOUNTED`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_grant_clone: bool,
 }
 
 /// The task of a prewarmed sandbox ([`SupervisorPayload::task_fd`]), as the runner hands it
@@ -309,6 +314,7 @@ mod tests {
                     empty_dir: false,
                     devices: false,
                     grant_clone: false,
+                    in_grant_clone: false,
                 },
                 InnerMount {
                     path: Bytes("/p/conf/key.pem".into()),
@@ -317,6 +323,7 @@ mod tests {
                     empty_dir: false,
                     devices: false,
                     grant_clone: false,
+                    in_grant_clone: false,
                 },
                 InnerMount {
                     path: Bytes("/home/u/.ssh".into()),
@@ -325,6 +332,7 @@ mod tests {
                     empty_dir: true,
                     devices: false,
                     grant_clone: false,
+                    in_grant_clone: false,
                 },
             ],
             task_fd: None,

@@ -346,25 +346,30 @@ impl Backend for LinuxBwrap {
                         empty_dir: false,
                         devices: true,
                         grant_clone: false,
+                        in_grant_clone: false,
                     },
                 );
                 device_fds = Some(DEVICES_FD);
             }
             // The write grants: the runner's clones, attached first (after the devices),
-            // where nothing the runner's child mounted rides on bwrap's recursive binds.
-            if facts.clone_mounts && outer.is_empty() && link_mounts.is_empty() {
+            // but where something the runner's child mounts rides on bwrap's recursive bind.
+            if facts.clone_mounts {
+                let carried: Vec<&AbsPathBuf> =
+                    outer.iter().map(|m| &m.path).chain(&link_mounts).collect();
                 let dirs: Vec<AbsPathBuf> = policy
                     .write
                     .iter()
                     .filter(|g| g.kind == FileKind::Dir)
                     .map(|g| g.path.clone())
                     .collect();
+                let dirs: Vec<AbsPathBuf> = dirs
+                    .into_iter()
+                    .filter(|d| !carried.iter().any(|c| c.as_path().starts_with(d.as_path())))
+                    .collect();
                 let clonable = ops::clonable_grants(&all, &dirs, &inner_mounts);
                 let clones = ops::take_grant_clones(&mut all, &clonable);
-                grant_clones = clones
-                    .iter()
-                    .filter_map(|m| AbsPathBuf::new_lexical(m.path.0.as_os_str()))
-                    .collect();
+                grant_clones = ops::grant_clones_of(&clones, &inner_mounts);
+                ops::mark_in_grant_clones(&mut inner_mounts, &grant_clones);
                 let at = usize::from(device_fds.is_some());
                 inner_mounts.splice(at..at, clones);
             }

@@ -820,13 +820,21 @@ fn the_supervisor_attaches_the_project_from_the_runners_clone_where_it_makes_dev
     // bwrap makes the directory in its tmpfs over the hidden home, and binds nothing there.
     assert!(args.contains("--dir /home/u/proj\n"), "{args}");
     assert!(!args.contains("--bind /home/u/proj"), "{args}");
-    assert_eq!(plan.grant_clones, [abs("/home/u/proj")]);
+    let paths: Vec<&AbsPathBuf> = plan.grant_clones.iter().map(|g| &g.path).collect();
+    assert_eq!(paths, [&abs("/home/u/proj")]);
+    // The protected paths below it, which the runner may make in its clone.
+    let within: Vec<String> =
+        plan.grant_clones[0].within.iter().map(|m| m.path.to_string()).collect();
+    assert!(!within.is_empty() && within.iter().all(|p| p.starts_with("/home/u/proj/")));
     let payload = plan.payloads.iter().find(|p| p.name == "supervisor").unwrap();
     let payload = crate::payload::SupervisorPayload::from_bytes(&payload.bytes, 4).unwrap();
     // Attached right after the devices, before the protected paths inside it.
     let second = &payload.inner_mounts[1];
     assert!(second.grant_clone && second.path.0 == "/home/u/proj", "{:?}", payload.inner_mounts);
     assert_eq!(payload.inner_mounts.iter().filter(|m| m.grant_clone).count(), 1);
+    // Each one below it the runner may make in its clone, and the supervisor then skips.
+    assert!(payload.inner_mounts[2..].iter().all(|m| m.in_grant_clone));
+    assert!(!payload.inner_mounts[..2].iter().any(|m| m.in_grant_clone));
     assert!(
         payload.inner_mounts[2..].iter().all(|m| m
             .path
@@ -841,4 +849,16 @@ fn the_supervisor_attaches_the_project_from_the_runners_clone_where_it_makes_dev
     let plan = LinuxBwrap.plan(&p, &task(), &facts()).unwrap();
     assert!(args_text(&plan).contains("--bind /home/u/proj /home/u/proj\n"));
     assert!(plan.grant_clones.is_empty());
+    // Nor where the runner's child mounts a protected link inside it, which bwrap's
+    // recursive bind carries from the child's namespace and the runner's clone would not.
+    let mut linked = policy();
+    linked.protected.push(ProtectedPath {
+        path: abs("/home/u/proj/.envrc"),
+        rule: ".envrc".into(),
+        state: ProtectedState::Exists { kind: FileKind::Symlink },
+    });
+    let plan = LinuxBwrap.plan(&linked, &task(), &f).unwrap();
+    assert_eq!(plan.link_mounts, [abs("/home/u/proj/.envrc")]);
+    assert!(plan.grant_clones.is_empty(), "{:?}", plan.grant_clones);
+    assert!(args_text(&plan).contains("--bind /home/u/proj /home/u/proj\n"));
 }

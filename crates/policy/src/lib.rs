@@ -102,7 +102,7 @@ pub use path::{
     AbsPathBuf, DisplayBytes, hex, os_from_bytes, serialize_os_str, serialize_os_strings,
 };
 pub use plan::{
-    BridgeSpec, FileFd, HostFacts, ObservedAnchor, ObservedNode, ObserverPlan, Payload,
+    BridgeSpec, FileFd, GrantClone, HostFacts, ObservedAnchor, ObservedNode, ObserverPlan, Payload,
     Placeholder, SelfMount, SpawnPlan, Task,
 };
 pub use protected::{PROTECTED_NAMES, ProtectedName, Scope};

@@ -72,10 +72,24 @@ pub struct SpawnPlan {
     pub file_fds: Vec<FileFd>,
     /// The write grants the runner clones, each with everything mounted below it, and
     /// hands the sandbox's supervisor (Linux: on the signal channel, in this order) to attach
-    /// in place of the sandbox tool's binds (Linux: `paddock_linux_bwrap::devices`; each
-    /// bind reads the whole mount table).
+    /// in place of the sandbox tool's binds (Linux: `paddock_linux_bwrap::grant_clones`;
+    /// each bind reads the whole mount table).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub grant_clones: Vec<AbsPathBuf>,
+    pub grant_clones: Vec<GrantClone>,
+}
+
+/// A write grant the runner clones for the supervisor to attach ([`SpawnPlan::grant_clones`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct GrantClone {
+    /// The granted directory, the same on the host and in the sandbox.
+    pub path: AbsPathBuf,
+    /// Every mount the supervisor makes below it, in mount order, when each is a path bound
+    /// onto itself (a protected path read-only, a pinned directory as it is): the runner may
+    /// make them in its clone before it hands it over, and then says so. Empty when the
+    /// supervisor makes another kind of mount there, or none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub within: Vec<SelfMount>,
 }
 
 /// A host file the child gets open, read-only, on a descriptor ([`SpawnPlan::file_fds`]).

@@ -20,7 +20,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
-use paddock_policy::AbsPathBuf;
+use paddock_policy::{AbsPathBuf, GrantClone, SelfMount};
 
 use super::BwrapOp;
 use crate::payload::{Bytes, InnerMount};
@@ -79,10 +79,58 @@ pub fn take_grant_clones(ops: &mut [BwrapOp], indices: &[usize]) -> Vec<InnerMou
             empty_dir: false,
             devices: false,
             grant_clone: true,
+            in_grant_clone: false,
         });
         ops[i] = BwrapOp::Dir { dest };
     }
     taken
+}
+
+/// The plan's entries for the grants `clones` (from [`take_grant_clones`]), given `inner`,
+/// the supervisor's other mounts: each with the mounts the supervisor makes below it, when
+/// each is a path bound onto itself (read-only or as it is) that the runner may make in its
+/// clone instead (`crate::grant_clones`), else none.
+pub fn grant_clones_of(clones: &[InnerMount], inner: &[InnerMount]) -> Vec<GrantClone> {
+    clones
+        .iter()
+        .filter_map(|clone| {
+            let path = AbsPathBuf::new_lexical(clone.path.0.as_os_str())?;
+            let below: Vec<&InnerMount> = inner
+                .iter()
+                .filter(|m| {
+                    let at = Path::new(m.path.0.as_os_str());
+                    at != path.as_path() && at.starts_with(path.as_path())
+                })
+                .collect();
+            let plain = |m: &&InnerMount| !(m.mask || m.empty_dir || m.devices || m.grant_clone);
+            let within = if below.iter().all(plain) {
+                below
+                    .iter()
+                    .filter_map(|m| {
+                        Some(SelfMount {
+                            path: AbsPathBuf::new_lexical(m.path.0.as_os_str())?,
+                            read_only: m.read_only,
+                            source: None,
+                        })
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            Some(GrantClone { path, within })
+        })
+        .collect()
+}
+
+/// Marks each of `inner` that the runner may make in the clone of one of `grants`
+/// (`InnerMount::in_grant_clone`): the supervisor skips just those when the clone came with
+/// them made.
+pub fn mark_in_grant_clones(inner: &mut [InnerMount], grants: &[GrantClone]) {
+    let within: HashSet<&Path> =
+        grants.iter().flat_map(|g| &g.within).map(|m| m.path.as_path()).collect();
+    for m in inner.iter_mut() {
+        m.in_grant_clone = within.contains(Path::new(m.path.0.as_os_str()));
+    }
 }
 
 #[cfg(test)]
@@ -109,6 +157,7 @@ mod tests {
             empty_dir: false,
             devices: false,
             grant_clone: false,
+            in_grant_clone: false,
         }
     }
 
@@ -131,6 +180,22 @@ mod tests {
         );
         assert!(taken.iter().all(|m| m.grant_clone && !m.read_only));
         assert_eq!(taken[0].path, Bytes("/tmp/p".into()));
+        // The runner may make the binds below the first in its clone; not below the second,
+        // where the supervisor masks a hidden file.
+        let mask = InnerMount { mask: true, ..inner("/work/q/key.pem") };
+        let others = [inner("/tmp/p/.git"), inner("/tmp/pp"), mask, inner("/work/q/.bashrc")];
+        let plan = grant_clones_of(&taken, &others);
+        assert_eq!(plan[0].path, abs("/tmp/p"));
+        assert_eq!(
+            plan[0].within,
+            [SelfMount { path: abs("/tmp/p/.git"), read_only: true, source: None }]
+        );
+        assert_eq!(plan[1].path, abs("/work/q"));
+        assert!(plan[1].within.is_empty());
+        let mut others = others.to_vec();
+        mark_in_grant_clones(&mut others, &plan);
+        let marked: Vec<bool> = others.iter().map(|m| m.in_grant_clone).collect();
+        assert_eq!(marked, [true, false, false, false]);
     }
 
     #[test]

@@ -348,6 +348,7 @@ pub fn take_inner_mounts(
                     empty_dir: false,
                     devices: false,
                     grant_clone: false,
+                    in_grant_clone: false,
                 });
                 false
             }
@@ -359,6 +360,7 @@ pub fn take_inner_mounts(
                     empty_dir: true,
                     devices: false,
                     grant_clone: false,
+                    in_grant_clone: false,
                 });
                 false
             }

@@ -224,7 +224,7 @@ fn made_after_the_setup(plan: &SpawnPlan) -> impl Fn(&Placeholder) -> bool + '_ 
     // A grant the supervisor attaches from the runner's clone is one too (bwrap makes its
     // directory alone).
     let mut grant_roots: HashSet<&Path> =
-        plan.grant_clones.iter().map(AbsPathBuf::as_path).collect();
+        plan.grant_clones.iter().map(|g| g.path.as_path()).collect();
     let mut fields = bwrap_fields(plan);
     while let Some(field) = fields.next() {
         if field == Path::new("--bind") {

@@ -82,11 +82,69 @@ pub fn a_clone_of_another_directory_is_refused_before_the_task_runs() {
     }
     let other = s.root.join("other");
     std::fs::create_dir_all(&other).unwrap();
-    plan.grant_clones = vec![super::abs(&other)];
+    plan.grant_clones =
+        vec![paddock_policy::GrantClone { path: super::abs(&other), within: Vec::new() }];
     let outcome = run_piped(&supervised(plan));
     let stderr = String::from_utf8_lossy(&outcome.stderr);
     assert_eq!(outcome.exit_code, 125, "{stderr}");
     assert!(!target.exists(), "the task never ran");
     assert!(!other.join("RAN").exists(), "nor wrote into what was attached");
     assert!(stderr.contains(s.proj.to_str().unwrap()), "the grant is named: {stderr}");
+}
+
+/// The runner makes the protected paths below a grant in its clone where the kernel mounts
+/// into a detached tree (Linux 6.15): read-only there, seen through the clone; a path
+/// reached through a symlink is left to the supervisor (the runner would resolve it on the
+/// host, where the link may point anywhere).
+pub fn the_runner_makes_the_protected_paths_in_its_clone_never_through_a_link() {
+    use paddock_linux_bwrap::grant_clones::{clone_grant, mount_within};
+    use paddock_policy::{GrantClone, SelfMount};
+    use std::os::fd::AsRawFd;
+    let s = Scratch::new("within");
+    let tree = match clone_grant(&s.proj) {
+        Ok(tree) => tree,
+        Err(e) => {
+            assert!(!facts().clone_mounts, "the host says the runner may clone: {e}");
+            paddock_test_support::skip_test(
+                "the_runner_makes_the_protected_paths_in_its_clone_never_through_a_link",
+                "the runner cannot clone mounts here",
+                None,
+            );
+            return;
+        }
+    };
+    let protected =
+        |rel: &str| SelfMount { path: super::abs(s.proj.join(rel)), read_only: true, source: None };
+    let grant = GrantClone { path: super::abs(&s.proj), within: vec![protected(".git/config")] };
+    match mount_within(&tree, &grant) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            println!("this kernel mounts nothing into a detached tree: the supervisor does ({e})");
+            return;
+        }
+        Err(e) => panic!("cannot make .git/config read-only in the clone: {e}"),
+    }
+    let open_in_tree = |rel: &std::ffi::CStr| {
+        // SAFETY: a NUL-terminated path relative to the clone's root descriptor.
+        let fd = unsafe { libc::openat(tree.as_raw_fd(), rel.as_ptr(), libc::O_WRONLY) };
+        let err = std::io::Error::last_os_error().raw_os_error();
+        if fd >= 0 {
+            // SAFETY: the descriptor just opened.
+            unsafe { libc::close(fd) };
+        }
+        if fd >= 0 { None } else { err }
+    };
+    assert_eq!(open_in_tree(c".git/config"), Some(libc::EROFS), "read-only in the clone");
+    assert_eq!(open_in_tree(c"src/main.rs"), None, "the rest stays writable");
+    assert_eq!(
+        std::fs::read_to_string(s.proj.join(".git/config")).unwrap(),
+        "[core]\n",
+        "the host's file is untouched"
+    );
+    // Through a link inside the grant: refused, the clone as it was.
+    std::os::unix::fs::symlink(".git", s.proj.join("link")).unwrap();
+    let tree = clone_grant(&s.proj).unwrap();
+    let through = GrantClone { path: super::abs(&s.proj), within: vec![protected("link/config")] };
+    let err = mount_within(&tree, &through).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ELOOP), "{err}");
 }

@@ -166,6 +166,10 @@ const TESTS: &[(&str, Test)] = &[
         grant_clones::the_project_from_the_runners_clone_is_writable_and_keeps_its_read_only_mounts,
     ),
     (
+        "the_runner_makes_the_protected_paths_in_its_clone_never_through_a_link",
+        grant_clones::the_runner_makes_the_protected_paths_in_its_clone_never_through_a_link,
+    ),
+    (
         "a_clone_of_another_directory_is_refused_before_the_task_runs",
         grant_clones::a_clone_of_another_directory_is_refused_before_the_task_runs,
     ),
@@ -788,6 +792,7 @@ fn an_inner_mount_that_cannot_be_made_fails_closed() {
         empty_dir: false,
         devices: false,
         grant_clone: false,
+        in_grant_clone: false,
     });
     sup.bytes = payload.to_bytes();
     let plan = supervised(plan);

@@ -11,11 +11,12 @@
 //! mode-0000 file every hidden path shows). A kernel without the new mount API (before 5.12)
 //! binds with `mount(2)` and remounts keeping the flags `statfs` reports (in a user
 //! namespace, inherited flags are locked). A write grant (`c`) is the runner's clone of it,
-//! received on the signal channel (`paddock_linux_bwrap::grant_clones`), attached onto it.
+//! received on the signal channel (`paddock_linux_bwrap::grant_clones`), attached onto it;
+//! when the runner made the binds below the grant in its clone, they are not made again.
 
 use core::ffi::CStr;
 
-use crate::constants::INNER_MASK_PATH;
+use crate::constants::{GRANT_MOUNTED, INNER_MASK_PATH};
 use crate::sys::{self, Errno};
 
 /// `<linux/mount.h>`: the whole tree (`open_tree`, `mount_setattr`).
@@ -64,6 +65,9 @@ pub fn mount_all(
         sys::create_empty(masked)
             .map_err(|e| (Some(INNER_MASK_PATH), "make the masked file", e))?;
     }
+    // The grants whose clones came with every mount below them made (`GRANT_MOUNTED`): the
+    // binds of paths onto themselves below them are skipped.
+    let mut made_below: [Option<&CStr>; MAX_MOUNTED_GRANTS] = [None; MAX_MOUNTED_GRANTS];
     for &m in fields() {
         // SAFETY: a NUL-terminated field of the payload, checked by `payload::parse` to be a
         // kind byte and an absolute path.
@@ -71,11 +75,20 @@ pub fn mount_all(
         let kind = field.to_bytes().first().copied().unwrap_or(b'r');
         // SAFETY: the same field past its kind byte: still NUL-terminated.
         let path = unsafe { CStr::from_ptr(m.add(1).cast()) };
+        // `R` and `W`: made by the runner in a grant's clone that came with them.
+        if matches!(kind, b'R' | b'W') && made_below.iter().flatten().any(|g| is_below(path, g)) {
+            continue;
+        }
+        let kind = kind.to_ascii_lowercase();
         let mask = kind == b'm';
         let source = if mask { INNER_MASK_PATH } else { path };
         match kind {
             b'v' => crate::devices::make_in(path),
-            b'c' => attach_grant_clone(signal_fd, path),
+            b'c' => attach_grant_clone(signal_fd, path).map(|made| {
+                if made && let Some(slot) = made_below.iter_mut().find(|g| g.is_none()) {
+                    *slot = Some(path);
+                }
+            }),
             b'e' => match mount_empty_dir(path) {
                 Err((_, Errno(libc::ENOSYS))) => empty_dir_with_mount(path),
                 other => other,
@@ -93,24 +106,37 @@ pub fn mount_all(
     Ok(left)
 }
 
+/// How many grants that came with the mounts below them made are remembered; the binds
+/// below any more are made again (the same walls twice).
+const MAX_MOUNTED_GRANTS: usize = 16;
+
 /// A write grant (`c`): the next clone the runner sends on the signal channel (the first
 /// thing it sends there), attached onto the directory at `path`, opened without following a
-/// link at its end. The mount identities check it after (SYM-03).
+/// link at its end. The mount identities check it after (SYM-03). Whether the runner made
+/// every mount below the grant in it.
 fn attach_grant_clone(
     signal_fd: Option<libc::c_int>,
     path: &CStr,
-) -> Result<(), (&'static str, Errno)> {
+) -> Result<bool, (&'static str, Errno)> {
     let fd = signal_fd.ok_or(("receive the write grant's clone", Errno(libc::EBADF)))?;
-    let tree = sys::recv_fd(fd)
-        .map_err(|e| ("receive the write grant's clone", e))?
-        .ok_or(("receive the write grant's clone (the runner sent none)", Errno(libc::ENODATA)))?;
+    let (byte, tree) =
+        sys::recv_fd_with(fd).map_err(|e| ("receive the write grant's clone", e))?.ok_or((
+            "receive the write grant's clone (the runner sent none)",
+            Errno(libc::ENODATA),
+        ))?;
     let attached = sys::open_path(path.as_ptr().cast()).map_err(|e| ("open", e)).and_then(|at| {
         let moved = sys::move_mount(tree, at).map_err(|e| ("move_mount", e));
         sys::close(at);
         moved
     });
     sys::close(tree);
-    attached
+    attached.map(|()| byte == GRANT_MOUNTED)
+}
+
+/// Whether `path` lies strictly below `grant` (both absolute, without `..`).
+pub(crate) fn is_below(path: &CStr, grant: &CStr) -> bool {
+    let (path, grant) = (path.to_bytes(), grant.to_bytes());
+    path.strip_prefix(grant).is_some_and(|rest| rest.first() == Some(&b'/'))
 }
 
 /// Read-only but for a pinned directory (`w`); everything below it but for a mask (`m`).

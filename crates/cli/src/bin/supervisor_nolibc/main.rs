@@ -62,6 +62,9 @@ mod constants {
     pub const EXITED: u8 = b'E';
     /// Where the supervisor makes the masked file of the inner masks, and removes it after.
     pub const INNER_MASK_PATH: &core::ffi::CStr = c"/dev/.paddock-masked";
+    /// The data byte of a write grant's clone on the signal channel when the runner made
+    /// every mount below the grant in it (`c`: `paddock_linux_bwrap::grant_clones::MOUNTED`).
+    pub const GRANT_MOUNTED: u8 = b'M';
     /// Where the first clone of the host's device nodes is, for the devices (`v`); the
     /// other five follow.
     pub const DEVICES_FD: i32 = 12;

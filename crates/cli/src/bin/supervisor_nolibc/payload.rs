@@ -144,7 +144,10 @@ pub fn parse(buf: &[u8]) -> Result<Payload<'_>, &'static str> {
     for &m in &inner_mounts[..innerc as usize] {
         // SAFETY: every pointer of the array points at a NUL-terminated field of `buf`.
         let m = unsafe { CStr::from_ptr(m.cast()) }.to_bytes();
-        if !matches!(m.split_first(), Some((b'r' | b'w' | b'm' | b'e' | b'v' | b'c', [b'/', ..]))) {
+        if !matches!(
+            m.split_first(),
+            Some((b'r' | b'w' | b'R' | b'W' | b'm' | b'e' | b'v' | b'c', [b'/', ..]))
+        ) {
             return Err("a malformed inner mount");
         }
     }

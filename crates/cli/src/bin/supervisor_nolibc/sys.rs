@@ -319,6 +319,11 @@ pub fn send_fd(sock: c_int, fd: c_int) -> Result<(), Errno> {
 /// Receives a descriptor sent by [`send_fd`], not close-on-exec. `Ok(None)`: the peer
 /// closed without sending one.
 pub fn recv_fd(sock: c_int) -> Result<Option<c_int>, Errno> {
+    Ok(recv_fd_with(sock)?.map(|(_, fd)| fd))
+}
+
+/// [`recv_fd`], with the message's data byte.
+pub fn recv_fd_with(sock: c_int) -> Result<Option<(u8, c_int)>, Errno> {
     let mut byte = 0u8;
     let mut iov = libc::iovec { iov_base: (&raw mut byte).cast(), iov_len: 1 };
     let mut control = FdControl { len: 0, level: 0, kind: 0, fd: -1, pad: 0 };
@@ -334,7 +339,7 @@ pub fn recv_fd(sock: c_int) -> Result<Option<c_int>, Errno> {
         && control.len == FD_CONTROL_LEN
         && control.level == libc::SOL_SOCKET
         && control.kind == libc::SCM_RIGHTS;
-    Ok(carried.then_some(control.fd))
+    Ok(carried.then_some((byte, control.fd)))
 }
 
 /// `execveat(fd, "", argv, envp, AT_EMPTY_PATH)`: executes the file `fd` is open on. Returns

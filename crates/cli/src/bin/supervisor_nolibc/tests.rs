@@ -64,12 +64,16 @@ fn the_inner_mounts_are_read_in_order_and_a_malformed_one_is_refused() {
         empty_dir,
         devices: false,
         grant_clone: false,
+        in_grant_clone: false,
     };
     let devices = InnerMount { devices: true, ..mount("/dev", false, false, false) };
     let grant = InnerMount { grant_clone: true, ..mount("/work/p", false, false, false) };
+    let in_clone =
+        InnerMount { in_grant_clone: true, ..mount("/work/p/.zshrc", true, false, false) };
     let inner = vec![
         devices,
         grant,
+        in_clone,
         mount("/work/p/.git", false, false, false),
         mount("/work/p/.bashrc", true, false, false),
         mount("/work/p/key.pem", true, true, false),
@@ -83,6 +87,7 @@ fn the_inner_mounts_are_read_in_order_and_a_malformed_one_is_refused() {
         [
             "v/dev",
             "c/work/p",
+            "R/work/p/.zshrc",
             "w/work/p/.git",
             "r/work/p/.bashrc",
             "m/work/p/key.pem",
@@ -186,6 +191,16 @@ fn the_shared_constants_are_the_runners() {
     assert_eq!(SUPERVISE_SUBCOMMAND, paddock_linux_bwrap::SUPERVISE_SUBCOMMAND.as_bytes());
     assert_eq!(INNER_MASK_PATH.to_bytes(), paddock_linux_bwrap::INNER_MASK_PATH.as_bytes());
     assert_eq!(DEVICES_FD, paddock_linux_bwrap::DEVICES_FD);
+    assert_eq!(GRANT_MOUNTED, paddock_linux_bwrap::grant_clones::MOUNTED);
+    for (path, grant) in
+        [(c"/p/.git", c"/p"), (c"/p", c"/p"), (c"/pp/x", c"/p"), (c"/p/a/b", c"/p")]
+    {
+        assert_eq!(
+            crate::inner::is_below(path, grant),
+            paddock_linux_bwrap::grant_clones::is_below(path, grant),
+            "{path:?} below {grant:?}"
+        );
+    }
     assert_eq!(CONSOLE_FD, paddock_linux_bwrap::devices::CONSOLE_FD);
     assert_eq!(crate::devices::DEVICES, paddock_linux_bwrap::devices::DEVICES);
     assert_eq!(crate::devices::LINKS, paddock_linux_bwrap::devices::LINKS);
