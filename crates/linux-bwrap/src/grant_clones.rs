@@ -13,7 +13,7 @@
 //! made twenty mounts. Any step that fails leaves the rest to the supervisor (a mount made
 //! twice is the same wall).
 //!
-//! The clones go on the signal channel ([`hand_over`]), one message of one byte and one
+//! The clones go on the signal channel (`hand_over`), one message of one byte and one
 //! descriptor each, in the plan's order, before any polite signal: [`BARE`] for a clone
 //! alone, [`MOUNTED`] for one with every mount below it made. The supervisor receives them
 //! before its inner mounts ([`receive`], and `paddock-supervisor-nolibc`'s own), attaches
