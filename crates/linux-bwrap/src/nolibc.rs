@@ -282,32 +282,14 @@ mod tests {
         "#]]
         .assert_debug_eq(&String::from_utf8(bytes).unwrap());
         let inner = vec![
+            crate::payload::InnerMount::on_itself("/work/p/.git", false),
             crate::payload::InnerMount {
-                path: Bytes("/work/p/.git".into()),
-                read_only: false,
-                mask: false,
-                empty_dir: false,
-                devices: false,
-                grant_clone: false,
-                in_grant_clone: false,
-            },
-            crate::payload::InnerMount {
-                path: Bytes("/work/p/.bashrc".into()),
-                read_only: true,
                 mask: true,
-                empty_dir: false,
-                devices: false,
-                grant_clone: false,
-                in_grant_clone: false,
+                ..crate::payload::InnerMount::on_itself("/work/p/.bashrc", true)
             },
             crate::payload::InnerMount {
-                path: Bytes("/home/u/.ssh".into()),
-                read_only: true,
-                mask: false,
                 empty_dir: true,
-                devices: false,
-                grant_clone: false,
-                in_grant_clone: false,
+                ..crate::payload::InnerMount::on_itself("/home/u/.ssh", true)
             },
         ];
         let with_inner =

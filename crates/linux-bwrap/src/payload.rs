@@ -177,6 +177,22 @@ pub struct InnerMount {
     pub in_grant_clone: bool,
 }
 
+impl InnerMount {
+    /// `path` bound onto itself: read-only (a protected path), or as it is (a pinned
+    /// directory). The other kinds are this with their flag set.
+    pub fn on_itself(path: impl Into<std::ffi::OsString>, read_only: bool) -> InnerMount {
+        InnerMount {
+            path: Bytes(path.into()),
+            read_only,
+            mask: false,
+            empty_dir: false,
+            devices: false,
+            grant_clone: false,
+            in_grant_clone: false,
+        }
+    }
+}
+
 /// The task of a prewarmed sandbox ([`SupervisorPayload::task_fd`]), as the runner hands it
 /// over.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -307,33 +323,9 @@ mod tests {
             }),
             mount_ids_fd: Some(10),
             inner_mounts: vec![
-                InnerMount {
-                    path: Bytes("/p/.git".into()),
-                    read_only: false,
-                    mask: false,
-                    empty_dir: false,
-                    devices: false,
-                    grant_clone: false,
-                    in_grant_clone: false,
-                },
-                InnerMount {
-                    path: Bytes("/p/conf/key.pem".into()),
-                    read_only: true,
-                    mask: true,
-                    empty_dir: false,
-                    devices: false,
-                    grant_clone: false,
-                    in_grant_clone: false,
-                },
-                InnerMount {
-                    path: Bytes("/home/u/.ssh".into()),
-                    read_only: true,
-                    mask: false,
-                    empty_dir: true,
-                    devices: false,
-                    grant_clone: false,
-                    in_grant_clone: false,
-                },
+                InnerMount::on_itself("/p/.git", false),
+                InnerMount { mask: true, ..InnerMount::on_itself("/p/conf/key.pem", true) },
+                InnerMount { empty_dir: true, ..InnerMount::on_itself("/home/u/.ssh", true) },
             ],
             task_fd: None,
         };

@@ -340,13 +340,8 @@ impl Backend for LinuxBwrap {
                 inner_mounts.insert(
                     0,
                     crate::payload::InnerMount {
-                        path: Bytes(dest.as_os_str().to_os_string()),
-                        read_only: false,
-                        mask: false,
-                        empty_dir: false,
                         devices: true,
-                        grant_clone: false,
-                        in_grant_clone: false,
+                        ..crate::payload::InnerMount::on_itself(dest.as_os_str(), false)
                     },
                 );
                 device_fds = Some(DEVICES_FD);

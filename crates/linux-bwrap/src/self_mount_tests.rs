@@ -11,16 +11,20 @@ use crate::ops::{
     take_self_mounts,
 };
 
-fn abs(p: &str) -> AbsPathBuf {
+pub(crate) fn abs(p: &str) -> AbsPathBuf {
     AbsPathBuf::new_lexical(p).unwrap()
 }
 
-fn bind(p: &str) -> BwrapOp {
+pub(crate) fn bind(p: &str) -> BwrapOp {
     BwrapOp::Bind { src: abs(p), dest: abs(p) }
 }
 
-fn ro(p: &str) -> BwrapOp {
+pub(crate) fn ro(p: &str) -> BwrapOp {
     BwrapOp::RoBind { src: abs(p), dest: abs(p) }
+}
+
+pub(crate) fn tmpfs(p: &str) -> BwrapOp {
+    BwrapOp::Tmpfs { dest: abs(p) }
 }
 
 #[test]

@@ -23,7 +23,7 @@ use std::path::Path;
 use paddock_policy::{AbsPathBuf, GrantClone, SelfMount};
 
 use super::BwrapOp;
-use crate::payload::{Bytes, InnerMount};
+use crate::payload::InnerMount;
 
 /// The indices in `ops` of the binds of `grants` (write grants, each a path onto itself)
 /// that the supervisor can attach from the runner's clones, given `inner`, the supervisor's
@@ -73,13 +73,8 @@ pub fn take_grant_clones(ops: &mut [BwrapOp], indices: &[usize]) -> Vec<InnerMou
     for &i in indices {
         let Some(BwrapOp::Bind { dest, .. }) = ops.get(i).cloned() else { continue };
         taken.push(InnerMount {
-            path: Bytes(dest.as_os_str().to_os_string()),
-            read_only: false,
-            mask: false,
-            empty_dir: false,
-            devices: false,
             grant_clone: true,
-            in_grant_clone: false,
+            ..InnerMount::on_itself(dest.as_os_str(), false)
         });
         ops[i] = BwrapOp::Dir { dest };
     }
@@ -136,29 +131,10 @@ pub fn mark_in_grant_clones(inner: &mut [InnerMount], grants: &[GrantClone]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::self_mount_tests::{abs, bind, ro, tmpfs};
 
-    fn abs(p: &str) -> AbsPathBuf {
-        AbsPathBuf::new_lexical(p).unwrap()
-    }
-    fn bind(p: &str) -> BwrapOp {
-        BwrapOp::Bind { src: abs(p), dest: abs(p) }
-    }
-    fn ro(p: &str) -> BwrapOp {
-        BwrapOp::RoBind { src: abs(p), dest: abs(p) }
-    }
-    fn tmpfs(p: &str) -> BwrapOp {
-        BwrapOp::Tmpfs { dest: abs(p) }
-    }
     fn inner(p: &str) -> InnerMount {
-        InnerMount {
-            path: Bytes(p.into()),
-            read_only: true,
-            mask: false,
-            empty_dir: false,
-            devices: false,
-            grant_clone: false,
-            in_grant_clone: false,
-        }
+        InnerMount::on_itself(p, true)
     }
 
     #[test]
@@ -179,7 +155,7 @@ mod tests {
             ]
         );
         assert!(taken.iter().all(|m| m.grant_clone && !m.read_only));
-        assert_eq!(taken[0].path, Bytes("/tmp/p".into()));
+        assert_eq!(taken[0].path, crate::payload::Bytes("/tmp/p".into()));
         // The runner may make the binds below the first in its clone; not below the second,
         // where the supervisor masks a hidden file.
         let mask = InnerMount { mask: true, ..inner("/work/q/key.pem") };

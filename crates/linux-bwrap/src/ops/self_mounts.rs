@@ -7,7 +7,7 @@
 use paddock_policy::{AbsPathBuf, SelfMount};
 
 use super::BwrapOp;
-use crate::payload::{Bytes, InnerMount};
+use crate::payload::InnerMount;
 
 /// The paths the supervisor checks again once bwrap has mounted them (see
 /// [`crate::mount_ids`]): each bind of a path onto itself at or under a writable one (where
@@ -341,26 +341,15 @@ pub fn take_inner_mounts(
         i += 1;
         match op {
             BwrapOp::Bind { src, dest } | BwrapOp::RoBind { src, dest } if binds.contains(&at) => {
-                taken.push(InnerMount {
-                    path: Bytes(dest.as_os_str().to_os_string()),
-                    read_only: matches!(op, BwrapOp::RoBind { .. }),
-                    mask: src != dest,
-                    empty_dir: false,
-                    devices: false,
-                    grant_clone: false,
-                    in_grant_clone: false,
-                });
+                let read_only = matches!(op, BwrapOp::RoBind { .. });
+                let on_itself = InnerMount::on_itself(dest.as_os_str(), read_only);
+                taken.push(InnerMount { mask: src != dest, ..on_itself });
                 false
             }
             BwrapOp::Tmpfs { dest } if dirs.contains(&at) => {
                 taken.push(InnerMount {
-                    path: Bytes(dest.as_os_str().to_os_string()),
-                    read_only: true,
-                    mask: false,
                     empty_dir: true,
-                    devices: false,
-                    grant_clone: false,
-                    in_grant_clone: false,
+                    ..InnerMount::on_itself(dest.as_os_str(), true)
                 });
                 false
             }

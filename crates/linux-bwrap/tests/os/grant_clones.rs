@@ -64,14 +64,7 @@ pub fn a_clone_of_another_directory_is_refused_before_the_task_runs() {
     let s = Scratch::new("swapped");
     let runtime = paddock_linux_bwrap::runtime::runtime_dir::RuntimeDir::create().unwrap();
     let target = s.proj.join("RAN");
-    let probe = std::env::current_exe().unwrap();
-    let args = ["__probe", "write", target.to_str().unwrap()];
-    let mut plan = s.plan_unsupervised(
-        &s.policy(),
-        runtime.path().as_path(),
-        probe.as_os_str(),
-        args.into_iter(),
-    );
+    let mut plan = s.plan_writing(runtime.path().as_path(), &target);
     if plan.grant_clones.is_empty() {
         paddock_test_support::skip_test(
             "a_clone_of_another_directory_is_refused_before_the_task_runs",

@@ -389,6 +389,14 @@ impl Scratch {
         LinuxBwrap.plan(policy, &task, &facts()).unwrap()
     }
 
+    /// The unsupervised plan of the probe writing `target` under the default-like policy:
+    /// for a test to change before it runs it.
+    fn plan_writing(&self, runtime: &Path, target: &Path) -> SpawnPlan {
+        let probe = std::env::current_exe().unwrap();
+        let args = ["__probe", "write", target.to_str().unwrap()];
+        self.plan_unsupervised(&self.policy(), runtime, probe.as_os_str(), args.into_iter())
+    }
+
     /// Runs the probe under `policy` and returns its stdout.
     fn run(&self, policy: &ResolvedPolicy, probe_args: &[&str]) -> String {
         let outcome = self.run_outcome(policy, probe_args, None);
@@ -761,18 +769,11 @@ fn run_piped(plan: &SpawnPlan) -> RunOutcome {
 /// The supervisor makes the protected paths' binds itself (where there are user namespaces):
 /// one it cannot make (the path is gone) stops everything before the task, which never runs.
 fn an_inner_mount_that_cannot_be_made_fails_closed() {
-    use paddock_linux_bwrap::payload::{Bytes, InnerMount, SupervisorPayload};
+    use paddock_linux_bwrap::payload::{InnerMount, SupervisorPayload};
     let s = Scratch::new("inner");
     let runtime = paddock_linux_bwrap::runtime::runtime_dir::RuntimeDir::create().unwrap();
     let target = s.proj.join("RAN");
-    let probe = std::env::current_exe().unwrap();
-    let args = ["__probe", "write", target.to_str().unwrap()];
-    let mut plan = s.plan_unsupervised(
-        &s.policy(),
-        runtime.path().as_path(),
-        probe.as_os_str(),
-        args.into_iter(),
-    );
+    let mut plan = s.plan_writing(runtime.path().as_path(), &target);
     let sup = plan.payloads.iter_mut().find(|p| p.name == "supervisor").unwrap();
     let mut payload = SupervisorPayload::from_bytes(&sup.bytes, sup.fd).unwrap();
     if payload.inner_mounts.is_empty() {
@@ -785,15 +786,7 @@ fn an_inner_mount_that_cannot_be_made_fails_closed() {
         return;
     }
     let gone = s.proj.join("gone/.bashrc");
-    payload.inner_mounts.push(InnerMount {
-        path: Bytes(gone.clone().into_os_string()),
-        read_only: true,
-        mask: false,
-        empty_dir: false,
-        devices: false,
-        grant_clone: false,
-        in_grant_clone: false,
-    });
+    payload.inner_mounts.push(InnerMount::on_itself(gone.clone().into_os_string(), true));
     sup.bytes = payload.to_bytes();
     let plan = supervised(plan);
     let outcome = run_piped(&plan);

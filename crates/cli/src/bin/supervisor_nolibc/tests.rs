@@ -58,13 +58,9 @@ fn what_the_runner_encodes_is_what_this_supervisor_reads() {
 fn the_inner_mounts_are_read_in_order_and_a_malformed_one_is_refused() {
     use paddock_linux_bwrap::payload::InnerMount;
     let mount = |path: &str, read_only, mask, empty_dir| InnerMount {
-        path: Bytes(path.into()),
-        read_only,
         mask,
         empty_dir,
-        devices: false,
-        grant_clone: false,
-        in_grant_clone: false,
+        ..InnerMount::on_itself(path, read_only)
     };
     let devices = InnerMount { devices: true, ..mount("/dev", false, false, false) };
     let grant = InnerMount { grant_clone: true, ..mount("/work/p", false, false, false) };
