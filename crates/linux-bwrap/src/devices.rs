@@ -209,7 +209,7 @@ fn named(e: io::Error, what: &str, path: &CStr) -> io::Error {
 }
 
 /// A descriptor a system call returned, or its error.
-fn owned(ret: libc::c_long) -> io::Result<OwnedFd> {
+pub(crate) fn owned(ret: libc::c_long) -> io::Result<OwnedFd> {
     if ret < 0 {
         return Err(io::Error::last_os_error());
     }

@@ -28,11 +28,13 @@
 
 use std::ffi::{CStr, CString};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use paddock_policy::{GrantClone, SpawnPlan};
+
+use crate::devices::owned;
 
 /// The data byte of a clone's message: the clone alone.
 pub const BARE: u8 = crate::fdpass::FD_BYTE;
@@ -41,8 +43,6 @@ pub const MOUNTED: u8 = b'M';
 
 /// `<linux/mount.h>`.
 const OPEN_TREE_CLONE: libc::c_uint = 1;
-const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
-const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x40;
 /// `<linux/openat2.h>`.
 const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
 const RESOLVE_NO_SYMLINKS: u64 = 0x04;
@@ -113,7 +113,7 @@ pub fn mount_within(tree: &OwnedFd, grant: &GrantClone) -> io::Result<()> {
         })?;
         let read_only = if mount.read_only { libc::MOUNT_ATTR_RDONLY } else { 0 };
         set_attr(&bind, true, read_only | libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV)?;
-        move_onto(&bind, &at)?;
+        crate::private_ns::attach(bind.as_raw_fd(), at.as_raw_fd())?;
     }
     Ok(())
 }
@@ -199,29 +199,13 @@ pub fn attach(tree: &OwnedFd, path: &CStr) -> io::Result<()> {
     let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
     // SAFETY: a NUL-terminated path; the result is checked.
     let at = owned(libc::c_long::from(unsafe { libc::open(path.as_ptr(), flags) }))?;
-    move_onto(tree, &at)
+    crate::private_ns::attach(tree.as_raw_fd(), at.as_raw_fd())
 }
 
 /// Whether `path` lies strictly below `grant` (both absolute, without `..`).
 pub fn is_below(path: &CStr, grant: &CStr) -> bool {
     let (path, grant) = (path.to_bytes(), grant.to_bytes());
     path.strip_prefix(grant).is_some_and(|rest| rest.first() == Some(&b'/'))
-}
-
-/// `move_mount` of the detached tree `tree` onto the file `at` (both descriptors).
-fn move_onto(tree: &OwnedFd, at: &OwnedFd) -> io::Result<()> {
-    // SAFETY: empty paths relative to our two descriptors; the result is checked.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_move_mount,
-            tree.as_raw_fd(),
-            c"".as_ptr(),
-            at.as_raw_fd(),
-            c"".as_ptr(),
-            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
-        )
-    };
-    if ret < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
 }
 
 /// `mount_setattr` setting `attr_set` on `tree` (and everything below it when `recursive`).
@@ -241,16 +225,6 @@ fn set_attr(tree: &OwnedFd, recursive: bool, attr_set: u64) -> io::Result<()> {
         )
     };
     if ret < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
-}
-
-/// A descriptor a system call returned, or its error.
-fn owned(ret: libc::c_long) -> io::Result<OwnedFd> {
-    if ret < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let fd = libc::c_int::try_from(ret).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
-    // SAFETY: a descriptor the kernel just returned, owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 #[cfg(test)]

@@ -355,11 +355,8 @@ impl Backend for LinuxBwrap {
                     .write
                     .iter()
                     .filter(|g| g.kind == FileKind::Dir)
+                    .filter(|g| !carried.iter().any(|c| c.as_path().starts_with(&g.path)))
                     .map(|g| g.path.clone())
-                    .collect();
-                let dirs: Vec<AbsPathBuf> = dirs
-                    .into_iter()
-                    .filter(|d| !carried.iter().any(|c| c.as_path().starts_with(d.as_path())))
                     .collect();
                 let clonable = ops::clonable_grants(&all, &dirs, &inner_mounts);
                 let clones = ops::take_grant_clones(&mut all, &clonable);
