@@ -12,9 +12,12 @@
 //! planning it speeds up.
 //!
 //! The library never installs it: a program embedding paddock keeps its own allocator. The
-//! binaries do (`#[global_allocator]`) when built for musl.
+//! binaries do (`#[global_allocator]`) when built for musl, and route the C library's own
+//! allocations to it as well ([`c_api`]).
 
 use std::alloc::{GlobalAlloc, Layout};
+
+pub mod c_api;
 
 /// See the module doc.
 #[derive(Debug)]

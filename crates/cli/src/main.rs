@@ -26,6 +26,10 @@ use clap::Parser;
 #[global_allocator]
 static ALLOCATOR: paddock::allocator::Allocator = paddock::allocator::Allocator;
 
+// And musl's own allocations (its directory streams): see `paddock::allocator::c_api`.
+#[cfg(all(target_os = "linux", target_env = "musl"))]
+paddock::c_allocation_functions!();
+
 /// The process entry point, called by the C runtime with the process's arguments.
 #[cfg(unix)]
 #[unsafe(no_mangle)]

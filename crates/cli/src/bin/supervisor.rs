@@ -24,6 +24,10 @@ use std::ffi::{c_char, c_int};
 #[global_allocator]
 static ALLOCATOR: paddock::allocator::Allocator = paddock::allocator::Allocator;
 
+// And musl's own allocations (its directory streams): see `paddock::allocator::c_api`.
+#[cfg(all(target_os = "linux", target_env = "musl"))]
+paddock::c_allocation_functions!();
+
 /// The process entry point, called by the C runtime with the process's arguments.
 #[unsafe(no_mangle)]
 extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
