@@ -119,7 +119,13 @@ pub(crate) fn drop_capabilities() -> bool {
     let mut dropped = true;
     for cap in 0..64 {
         // SAFETY: prctl with integer arguments only.
-        let held = unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap, 0, 0, 0) } == 1;
+        let read = unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap, 0, 0, 0) };
+        // Past the kernel's last capability: so is every one after it. (Reading errno
+        // allocates nothing.)
+        if read < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+            break;
+        }
+        let held = read == 1;
         // SAFETY: as above.
         if held && unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } != 0 {
             dropped = false;

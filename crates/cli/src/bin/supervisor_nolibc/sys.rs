@@ -230,7 +230,12 @@ pub fn may_exist(path: *const u8) -> bool {
 pub fn drop_capabilities() -> bool {
     let mut dropped = true;
     for cap in 0..64usize {
-        let held = prctl(libc::PR_CAPBSET_READ, cap) == Ok(1);
+        let held = match prctl(libc::PR_CAPBSET_READ, cap) {
+            Ok(held) => held == 1,
+            // Past the kernel's last capability: so is every one after it.
+            Err(Errno(libc::EINVAL)) => break,
+            Err(_) => false,
+        };
         if held && prctl(libc::PR_CAPBSET_DROP, cap).is_err() {
             dropped = false;
         }
