@@ -8,8 +8,8 @@
 //! reads some twenty directories, so that was twenty `mmap`/`munmap` pairs, and an `munmap`
 //! in a process whose memory another task uses (the prespawned child shares the runner's
 //! until it executes bwrap; the observer's threads) flushes that task's CPU's TLB with an
-//! interrupt, which a virtual machine makes dear: in `cargo xtask bench spawn`, routing
-//! these to [`Allocator`] took 0.8 ms off a run.
+//! interrupt, which a virtual machine makes dear: routing these to [`Allocator`] took 0.6
+//! to 0.9 ms off a run (interleaved A/B against the build before, ARCHITECTURE.md).
 //!
 //! Each block carries a header of two words just before it, the size and alignment of the
 //! whole allocation it ends, so that `free` hands [`Allocator`] the layout it was made with.
